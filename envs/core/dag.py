@@ -1,0 +1,234 @@
+"""Task dependency graphs of training jobs, and iteration time under a placement.
+
+A job's iteration is a DAG (MLFS §3.2, Fig. 2): ``n_partitions`` model partitions x ``n_replicas``
+data-parallel replicas, plus one parameter-server task when ``sync == "ps"``.
+
+Partition structure (MLFS §4.1):
+
+- ``chain`` models (MLP, AlexNet, VGG) are cut into sequential stages: partition p feeds p+1.
+- ``layer`` models (ResNet, LSTM, Transformer) have every layer split into ``w`` parallel parts,
+  ``w`` = the largest power of two <= sqrt(P); layer l's parts all feed every part of layer l+1.
+- ``none`` models (SVM) have one partition.
+
+Parameter shares (S_k / S_J in MLFS Eq. 2) are uneven on purpose, so the priority term matters:
+chain stages hold parameters in proportion to ``p + 1`` (the dense layers of sequential CNNs sit at the
+end) while compute is proportional to ``P - p`` (convolutions sit at the start); layer-split parts are
+equal within a layer and layers are equal.
+
+Iteration time (all times in seconds, volumes in MB, bandwidths in Gbit/s):
+
+- compute of task k on a GPU of type g: ``compute_share_k * model.iter_time(g) * slowdown_k``;
+- a DAG edge costs ``comm_worker_mb`` transferred over the link between the two GPUs: free on the
+  same GPU, ``intra_gbps`` inside a server, the smaller NIC between servers;
+- a replica's time is its DAG's critical path (node + edge weights); tasks of one job that share a GPU
+  run one after another (Hare's relaxed synchronisation), so a replica also takes at least the summed
+  compute of its tasks on any one GPU;
+- synchronisation: all-reduce runs a ring per partition over the replicas
+  (``2 (R-1)/R * comm_ps_mb`` per replica, over the slowest ring link); a parameter server receives
+  ``comm_ps_mb`` from every worker and sends it back, limited by each worker's link and by the PS
+  server's NIC for the cross-server total;
+- the iteration takes the slowest replica's critical path plus the sync time.
+
+Cross-server bytes per iteration are accounted per server pair for MLFS's bandwidth objective.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .catalogue import ModelProfile
+from .workload import JobSpec
+
+MB_PER_GBIT = 125.0  # 1 Gbit = 125 MB
+TASK_GPU_OVERHEAD_GB = 0.3  # CUDA context and framework buffers per task
+PS_CPU_CORES = 2.0
+
+
+@dataclass(frozen=True)
+class TaskTemplate:
+    """Static description of one task of a job's DAG."""
+
+    index: int
+    kind: str  # "worker" or "ps"
+    partition: int  # -1 for the PS
+    replica: int  # -1 for the PS
+    share: float  # parameter share S_k / S_J
+    compute_share: float  # share of one replica's per-iteration compute
+    gpu_memory_gb: float  # 0 for the PS (needs no GPU)
+    gpu_util: float
+    cpu_cores: float
+    memory_gb: float
+    state_mb: float  # bytes moved when the task is migrated (weights + optimiser state)
+    parents: tuple[int, ...]
+    children: tuple[int, ...]
+    depth: int  # layers below this task in its replica's DAG (0 = sink)
+
+
+def layer_width(n_partitions: int) -> int:
+    w = 1
+    while (w * 2) ** 2 <= n_partitions:
+        w *= 2
+    return w
+
+
+def partition_layout(parallelism: str, n_partitions: int) -> tuple[list[int], list[float], list[float]]:
+    """For each partition: its layer index, parameter share and compute share."""
+    p = n_partitions
+    if parallelism == "none" or p == 1:
+        return [0] * p, [1.0 / p] * p, [1.0 / p] * p
+    if parallelism == "chain":
+        wp = [i + 1.0 for i in range(p)]
+        wc = [float(p - i) for i in range(p)]
+        return list(range(p)), [w / sum(wp) for w in wp], [w / sum(wc) for w in wc]
+    w = layer_width(p)
+    n_layers = math.ceil(p / w)
+    layers = [min(i // w, n_layers - 1) for i in range(p)]
+    return layers, [1.0 / p] * p, [1.0 / p] * p
+
+
+def build_tasks(spec: JobSpec, model: ModelProfile) -> list[TaskTemplate]:
+    """The job's tasks, PS first (it is every worker root's parent: workers need to know where it is)."""
+    if model.parallelism == "none" and spec.n_partitions > 1:
+        raise ValueError(f"job {spec.job_id}: model {model.name!r} cannot be partitioned (n_partitions={spec.n_partitions})")
+    layers, shares, cshares = partition_layout(model.parallelism, spec.n_partitions)
+    n_layers = max(layers) + 1
+    by_layer: list[list[int]] = [[] for _ in range(n_layers)]
+    for part, layer in enumerate(layers):
+        by_layer[layer].append(part)
+
+    has_ps = spec.sync == "ps"
+    offset = 1 if has_ps else 0
+    P = spec.n_partitions
+    tasks: list[TaskTemplate] = []
+    if has_ps:
+        roots = [offset + r * P + part for r in range(spec.n_replicas) for part in by_layer[0]]
+        tasks.append(TaskTemplate(
+            index=0, kind="ps", partition=-1, replica=-1, share=1.0, compute_share=0.0, gpu_memory_gb=0.0,
+            gpu_util=0.0, cpu_cores=PS_CPU_CORES, memory_gb=1.0 + 3.0 * model.param_mb / 1024.0,
+            state_mb=3.0 * model.param_mb, parents=(), children=tuple(roots), depth=n_layers))
+    for r in range(spec.n_replicas):
+        base = offset + r * P
+        for part in range(P):
+            layer = layers[part]
+            parents = tuple(base + q for q in by_layer[layer - 1]) if layer > 0 else ((0,) if has_ps else ())
+            children = tuple(base + q for q in by_layer[layer + 1]) if layer + 1 < n_layers else ()
+            share = shares[part]
+            tasks.append(TaskTemplate(
+                index=base + part, kind="worker", partition=part, replica=r, share=share,
+                compute_share=cshares[part],
+                gpu_memory_gb=TASK_GPU_OVERHEAD_GB + model.gpu_memory_gb * share,
+                gpu_util=min(1.0, model.gpu_util),
+                cpu_cores=max(0.25, model.cpu_cores * cshares[part]),
+                memory_gb=max(0.5, model.host_memory_gb * cshares[part]),
+                state_mb=3.0 * model.param_mb * share,
+                parents=parents, children=children, depth=n_layers - 1 - layer))
+    return tasks
+
+
+def link_gbps(server_a: int, server_b: int, gpu_a: int, gpu_b: int, intra_gbps: float, nic_a: float, nic_b: float) -> float:
+    """Bandwidth between two task locations; inf on the same GPU."""
+    if gpu_a == gpu_b and gpu_a >= 0:
+        return math.inf
+    if server_a == server_b:
+        return intra_gbps
+    return min(nic_a, nic_b)
+
+
+def transfer_s(mb: float, gbps: float) -> float:
+    return 0.0 if gbps == math.inf or mb <= 0 else mb / (gbps * MB_PER_GBIT)
+
+
+def reference_iteration_time(model: ModelProfile, n_partitions: int, n_replicas: int, sync: str, gpu_type: str,
+                             comm_ps_mb: float, comm_worker_mb: float, gpus_per_server: int = 8,
+                             nic_gbps: float = 10.0, intra_gbps: float = 100.0) -> float:
+    """Iteration time on dedicated GPUs of ``gpu_type``, packed onto as few servers as possible
+    (``gpus_per_server`` each, tasks filled in index order, PS on the first server). Used to turn a trace
+    job's duration into an iteration budget."""
+    spec = JobSpec(job_id=0, submit_time=0.0, model=model.name, n_partitions=n_partitions, n_replicas=n_replicas,
+                   max_iterations=1, accuracy_requirement=0.0, deadline=1.0, sync=sync, comm_ps_mb=comm_ps_mb,
+                   comm_worker_mb=comm_worker_mb)
+    tasks = build_tasks(spec, model)
+    servers, gpus = [], []
+    slot = 0
+    for t in tasks:
+        if t.kind == "ps":
+            servers.append(0)
+            gpus.append(-1)
+        else:
+            servers.append(slot // gpus_per_server)
+            gpus.append(slot)
+            slot += 1
+    n = len(tasks)
+    speed = [model.iter_time(gpu_type)] * n
+    return iteration_time(tasks, spec, servers, gpus, speed, [1.0] * n,
+                          [intra_gbps] * (max(servers) + 1), [nic_gbps] * (max(servers) + 1))[0]
+
+
+def iteration_time(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int], gpus: list[int],
+                   base_time: list[float], slowdown: list[float], intra: list[float], nic: list[float],
+                   ) -> tuple[float, dict[tuple[int, int], float]]:
+    """Iteration time of a fully placed job and its cross-server MB per iteration per server pair.
+
+    ``servers[k]``/``gpus[k]``: location of task k (gpu -1 for the PS); ``base_time[k]``: the model's
+    iteration time on task k's GPU type; ``slowdown[k]`` >= 1: contention factor; ``intra``/``nic``:
+    per-server bandwidths (indexed by server id).
+    """
+    cross: dict[tuple[int, int], float] = {}
+
+    def add_cross(a: int, b: int, mb: float) -> None:
+        if a != b and mb > 0:
+            key = (a, b) if a < b else (b, a)
+            cross[key] = cross.get(key, 0.0) + mb
+
+    def bw(a: int, b: int) -> float:
+        sa, sb = servers[a], servers[b]
+        return link_gbps(sa, sb, gpus[a], gpus[b], intra[sa], nic[sa], nic[sb])
+
+    compute = [t.compute_share * base_time[t.index] * slowdown[t.index] for t in tasks]
+    finish = [0.0] * len(tasks)
+    worst = 0.0
+    workers = [t for t in tasks if t.kind == "worker"]
+    # Tasks are stored in topological order within a replica (layer by layer), so one pass suffices.
+    per_replica_gpu: dict[tuple[int, int], float] = {}
+    replica_end: dict[int, float] = {}
+    for t in workers:
+        start = 0.0
+        for p in t.parents:
+            if tasks[p].kind == "ps":
+                continue
+            start = max(start, finish[p] + transfer_s(spec.comm_worker_mb, bw(p, t.index)))
+            add_cross(servers[p], servers[t.index], spec.comm_worker_mb)
+        finish[t.index] = start + compute[t.index]
+        key = (t.replica, gpus[t.index])
+        per_replica_gpu[key] = per_replica_gpu.get(key, 0.0) + compute[t.index]
+        replica_end[t.replica] = max(replica_end.get(t.replica, 0.0), finish[t.index])
+    for (replica, _gpu), busy in per_replica_gpu.items():
+        replica_end[replica] = max(replica_end[replica], busy)
+    worst = max(replica_end.values()) if replica_end else 0.0
+
+    sync = 0.0
+    R = spec.n_replicas
+    if spec.sync == "ps":
+        ps = tasks[0].index
+        ps_server = servers[ps]
+        cross_total = 0.0
+        for t in workers:
+            mb = 2.0 * spec.comm_ps_mb
+            sync = max(sync, transfer_s(mb, bw(t.index, ps)))
+            if servers[t.index] != ps_server:
+                cross_total += mb
+                add_cross(servers[t.index], ps_server, mb)
+        sync = max(sync, transfer_s(cross_total, nic[ps_server]))
+    elif R > 1:
+        vol = 2.0 * (R - 1) / R * spec.comm_ps_mb
+        by_partition: dict[int, list[int]] = {}
+        for t in workers:
+            by_partition.setdefault(t.partition, []).append(t.index)
+        for members in by_partition.values():
+            ring_time = 0.0
+            for i, a in enumerate(members):
+                b = members[(i + 1) % len(members)]
+                ring_time = max(ring_time, transfer_s(vol, bw(a, b)))
+                add_cross(servers[a], servers[b], vol)
+            sync = max(sync, ring_time)
+    return worst + sync, cross

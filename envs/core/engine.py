@@ -1,0 +1,701 @@
+"""The discrete-event simulator: a GPU cluster running DAG-structured training jobs.
+
+Drive it directly (no Gymnasium needed)::
+
+    sim = Simulator(cluster_preset("mlfs-80"), specs, SimConfig(), seed=0)
+    while sim.next_decision():          # advances time to the next point where a decision is possible
+        for task in sim.ready_tasks():
+            server = ...                 # your policy
+            sim.place(task.tid, server)
+    print(sim.summary())
+
+Time advances only through events (arrivals, completions, deadline crossings, resource-use changes,
+checkpoint/restore ends, gang timeouts and scheduling ticks); idle time is skipped, never stepped through.
+Job progress is rate-based between events, so a job costs a handful of events whatever its iteration count.
+
+Contention model (README, "Overload and contention"): admission checks *nominal* demands (GPU memory,
+CPU cores, host memory must fit; GPU memory is never over-committed). Actual usage varies around the
+demand (a per-job factor resampled at exponential intervals). A server is overloaded when any resource's
+actual utilisation (GPU, CPU, memory, NIC) exceeds ``h_r``, or any of its GPUs does. Tasks slow down in
+proportion to over-commitment: a GPU shared by several jobs whose summed utilisation ``u`` exceeds 1 runs
+each of them at ``1/u``; a server whose CPU or memory use exceeds capacity slows all its tasks by the
+largest ratio. Network over-commitment is reported (and counts as overload) but does not slow transfers.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Protocol
+
+import numpy as np
+
+from .catalogue import ModelProfile
+from .dag import iteration_time
+from .hardware import ClusterSpec
+from .job import Job, JobState, Task, TaskState, make_job
+from .metrics import Metrics
+from .state import ClusterState
+from .workload import STOP_OPTIONS, JobSpec
+
+# event kinds, in tie-break order at equal times: state changes before the tick that reacts to them
+EV_COMPLETE, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_TICK = range(7)
+
+
+class InvalidCommand(ValueError):
+    """A scheduler command the simulator refuses; the message says exactly why."""
+
+
+@dataclass
+class SimConfig:
+    """Simulator parameters (defaults from MLFS §4.1 where it gives them)."""
+
+    tick_s: float = 60.0  # MLFS: "the job scheduler runs every minute"
+    decide_on: str = "actionable"  # "actionable" | "queue" | "always": which ticks are decision points
+    overload_threshold: float = 0.9  # h_r
+    cluster_overload_threshold: float = 0.9  # h_s (on the RMS of a server's utilisation vector)
+    usage_change_mean_s: float = 600.0  # mean time between resource-use changes of a job; 0 = constant
+    usage_sigma: float = 0.2  # log-normal spread of the usage factor
+    usage_min: float = 0.5
+    usage_max: float = 1.6
+    migration_base_s: float = 5.0  # checkpoint + restore fixed cost of moving one task
+    suspend_s: float = 4.0  # UniSched: suspension stays within ~4 s
+    resume_base_s: float = 10.0  # resumption grows with GPU count (UniSched, Fig. 8 discussion)
+    resume_per_gpu_s: float = 1.0
+    gang_timeout_s: float = 1800.0  # a partially placed job releases its slots after this long
+    horizon_s: float = math.inf  # stop the simulation here (unfinished jobs are reported)
+    record_series: bool = True
+
+    def __post_init__(self) -> None:
+        if self.decide_on not in ("actionable", "queue", "always"):
+            raise ValueError(f"SimConfig.decide_on must be 'actionable', 'queue' or 'always', got {self.decide_on!r}")
+        if self.tick_s <= 0:
+            raise ValueError(f"SimConfig.tick_s must be > 0, got {self.tick_s}")
+        if not 0 < self.overload_threshold:
+            raise ValueError("SimConfig.overload_threshold must be > 0")
+
+
+class Controller(Protocol):
+    """Pluggable logic run at every scheduling tick before the policy decides (e.g. MLF-C)."""
+
+    def on_tick(self, sim: "Simulator") -> None: ...
+
+
+class Simulator:
+    """Event-driven GPU-cluster simulator. See the module docstring for the model."""
+
+    def __init__(self, cluster: ClusterSpec, jobs: Iterable[JobSpec], config: SimConfig | None = None, seed: int = 0,
+                 models: Callable[[str], ModelProfile] | None = None, controllers: Iterable[Controller] = ()):
+        if models is None:
+            from .catalogue_data import get_model as models  # noqa: N813
+        self.config = config or SimConfig()
+        self.cluster = ClusterState(cluster)
+        self.rng = np.random.default_rng(seed)
+        self.now = 0.0
+        self.controllers: list[Controller] = list(controllers)
+        self.jobs: list[Job] = []
+        self.tasks: list[Task] = []
+        self.job_by_id: dict[int, Job] = {}
+        specs = sorted(jobs, key=lambda s: (s.submit_time, s.job_id))
+        for spec in specs:
+            if spec.job_id in self.job_by_id:
+                raise ValueError(f"duplicate job_id {spec.job_id}")
+            job = make_job(spec, models(spec.model), len(self.tasks))
+            self._check_fits_somewhere(job)
+            self.jobs.append(job)
+            self.job_by_id[spec.job_id] = job
+            self.tasks.extend(job.tasks)
+        self.queue: dict[int, Task] = {}  # waiting tasks by tid, in queue-entry order
+        self.active_jobs: dict[int, Job] = {}
+        self.metrics = Metrics(self.cluster.n_servers)
+        self._events: list = []
+        self._seq = 0
+        self._dirty: set[Job] = set()
+        self._tick_at = math.inf  # earliest pending tick
+        self._usage_pending: set[int] = set()
+        self._gang_token: dict[int, int] = {}
+        self._done = False
+        self.decision_count = 0
+        self.events_processed = 0
+        for job in self.jobs:
+            self._push(job.spec.submit_time, EV_ARRIVAL, job)
+            self._push(job.spec.deadline, EV_DEADLINE, job)
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def n_jobs(self) -> int:
+        return len(self.jobs)
+
+    def task(self, tid: int) -> Task:
+        if not 0 <= tid < len(self.tasks):
+            raise InvalidCommand(f"unknown task id {tid} (valid: 0..{len(self.tasks) - 1})")
+        return self.tasks[tid]
+
+    def job(self, jid: int) -> Job:
+        try:
+            return self.job_by_id[jid]
+        except KeyError:
+            raise InvalidCommand(f"unknown job id {jid}") from None
+
+    def waiting_tasks(self) -> list[Task]:
+        return list(self.queue.values())
+
+    def ready_tasks(self) -> list[Task]:
+        """Waiting tasks whose DAG parents all hold slots, in queue order."""
+        return [t for t in self.queue.values() if t.is_ready()]
+
+    def running_tasks(self, server: int | None = None) -> list[Task]:
+        if server is None:
+            return [t for j in self.active_jobs.values() for t in j.tasks if t.state == TaskState.RUNNING]
+        return sorted(self.cluster.server_tasks[server], key=lambda t: t.tid)
+
+    def overloaded_servers(self) -> list[int]:
+        return [int(s) for s in np.flatnonzero(self.cluster.overloaded)]
+
+    def is_done(self) -> bool:
+        return self._done
+
+    def fit_reason(self, task: Task, server: int, gpu: int | None = None, moving: bool = False) -> str | None:
+        """Why ``task`` cannot be put on ``server`` (and ``gpu``), or None if it can."""
+        c = self.cluster
+        if not 0 <= server < c.n_servers:
+            return f"unknown server {server} (valid: 0..{c.n_servers - 1})"
+        t = task.t
+        cpu_free = c.cpu_cap[server] - c.cpu_alloc[server]
+        mem_free = c.mem_cap[server] - c.mem_alloc[server]
+        if moving and task.server == server:
+            cpu_free += t.cpu_cores
+            mem_free += t.memory_gb
+        if t.cpu_cores > cpu_free + 1e-9:
+            return f"server {server} has {cpu_free:.2f} free CPU cores, task {task.tid} needs {t.cpu_cores:.2f}"
+        if t.memory_gb > mem_free + 1e-9:
+            return f"server {server} has {mem_free:.2f} GB free memory, task {task.tid} needs {t.memory_gb:.2f}"
+        if task.is_ps:
+            if gpu is not None and gpu >= 0:
+                return f"task {task.tid} is a parameter server and takes no GPU"
+            return None
+        if gpu is None:
+            return None if self.best_gpu(task, server, moving) >= 0 else (
+                f"no GPU on server {server} has {t.gpu_memory_gb:.2f} GB free for task {task.tid}")
+        if c.gpu_server[gpu] != server if 0 <= gpu < c.n_gpus else True:
+            return f"GPU {gpu} is not on server {server}"
+        free = c.gpu_mem_cap[gpu] - c.gpu_mem_used[gpu] + (t.gpu_memory_gb if moving and task.gpu == gpu else 0.0)
+        if t.gpu_memory_gb > free + 1e-9:
+            return f"GPU {gpu} has {free:.2f} GB free, task {task.tid} needs {t.gpu_memory_gb:.2f}"
+        return None
+
+    def best_gpu(self, task: Task, server: int, moving: bool = False) -> int:
+        """MLFS §3.3.2: the least-loaded GPU of the server that has room (ties: lowest index); -1 if none."""
+        c = self.cluster
+        need = task.t.gpu_memory_gb
+        if c.server_max_free_gpu_mem[server] + (need if moving and task.server == server else 0.0) < need - 1e-9:
+            return -1
+        best, best_load = -1, math.inf
+        for g in c.server_gpus(server):
+            free = c.gpu_mem_cap[g] - c.gpu_mem_used[g] + (need if moving and task.gpu == g else 0.0)
+            if free + 1e-9 >= need:
+                load = c.gpu_load[g] - (self._task_gpu_use(task) if moving and task.gpu == g else 0.0)
+                if load < best_load - 1e-12:
+                    best, best_load = g, load
+        return best
+
+    def feasible_servers(self, task: Task, moving: bool = False) -> np.ndarray:
+        """Boolean mask over servers where ``task`` fits by nominal demand (vectorised)."""
+        c, t = self.cluster, task.t
+        cpu_free = c.cpu_cap - c.cpu_alloc
+        mem_free = c.mem_cap - c.mem_alloc
+        gfree = c.server_max_free_gpu_mem
+        if moving and task.server >= 0:
+            cpu_free = cpu_free.copy(); mem_free = mem_free.copy()
+            cpu_free[task.server] += t.cpu_cores
+            mem_free[task.server] += t.memory_gb
+            if not task.is_ps:
+                gfree = gfree.copy()
+                g = task.gpu
+                gfree[task.server] = max(gfree[task.server], c.gpu_mem_cap[g] - c.gpu_mem_used[g] + t.gpu_memory_gb)
+        ok = (cpu_free + 1e-9 >= t.cpu_cores) & (mem_free + 1e-9 >= t.memory_gb)
+        if not task.is_ps:
+            ok &= gfree + 1e-9 >= t.gpu_memory_gb
+        return ok
+
+    def cluster_overload_degree(self) -> float:
+        """MLFS §3.5 O_c: mean over servers of ||U_s||, here divided by sqrt(M) (the RMS) so it is on
+        the same 0..1 scale as h_s = 0.9 (the printed norm of M=4 utilisations would reach 2)."""
+        u = self.cluster.utilisation()
+        m = np.stack([u["gpu"], u["cpu"], u["mem"], u["net"]])
+        return float(np.mean(np.sqrt(np.mean(m * m, axis=0))))
+
+    def cluster_overloaded(self) -> bool:
+        """MLFS §3.5: tasks in the queue, or O_c > h_s."""
+        return bool(self.queue) or self.cluster_overload_degree() > self.config.cluster_overload_threshold
+
+    # ------------------------------------------------------------------ commands
+    def place(self, tid: int, server: int, gpu: int | None = None) -> int:
+        """Put a ready waiting task on ``server`` (its least-loaded GPU with room unless ``gpu`` is given).
+        Returns the GPU used (-1 for a PS)."""
+        task = self.task(tid)
+        if task.state != TaskState.WAITING:
+            raise InvalidCommand(f"task {tid} is {task.state.name}, only WAITING tasks can be placed")
+        if not task.is_ready():
+            missing = [task.job.tasks[p].tid for p in task.t.parents if task.job.tasks[p].state != TaskState.RUNNING]
+            raise InvalidCommand(f"task {tid} depends on tasks {missing} which are not placed yet")
+        reason = self.fit_reason(task, server, gpu)
+        if reason:
+            raise InvalidCommand(reason)
+        g = -1 if task.is_ps else (gpu if gpu is not None else self.best_gpu(task, server))
+        self.queue.pop(tid)
+        task.waited += self.now - task.queued_since
+        job = task.job
+        self._touch(job)
+        was_placed = job.n_placed
+        self._attach(task, server, g)
+        if job.fully_placed:
+            self._gang_token.pop(job.jid, None)
+            if job.has_run:  # restarting after preemption or a requeue: restore from checkpoint
+                job.paused_until = max(job.paused_until, self.now + self._resume_overhead(job))
+                self._push(job.paused_until, EV_RESUME, job, job.epoch)
+            job.has_run = True
+            if job.first_start < 0:
+                job.first_start = self.now
+        elif was_placed == 0:
+            token = self._gang_token.get(job.jid, 0) + 1
+            self._gang_token[job.jid] = token
+            self._push(self.now + self.config.gang_timeout_s, EV_GANG, job, token)
+        self._flush()
+        return g
+
+    def migrate(self, tid: int, server: int, gpu: int | None = None) -> int:
+        """Move a running task to another GPU/server. Its job pauses for checkpoint + transfer + restore
+        (``migration_base_s`` + state size over the slower NIC) and the state bytes count as cross-server
+        traffic."""
+        task = self.task(tid)
+        if task.state != TaskState.RUNNING:
+            raise InvalidCommand(f"task {tid} is {task.state.name}, only RUNNING tasks can be migrated")
+        reason = self.fit_reason(task, server, gpu, moving=True)
+        if reason:
+            raise InvalidCommand(reason)
+        g = -1 if task.is_ps else (gpu if gpu is not None else self.best_gpu(task, server, moving=True))
+        if server == task.server and g == task.gpu:
+            raise InvalidCommand(f"task {tid} already runs on server {server} GPU {g}")
+        job = task.job
+        self._touch(job)
+        src = task.server
+        self._detach(task)
+        self._attach(task, server, g)
+        c = self.cluster
+        delay = self.config.migration_base_s
+        if src != server:
+            delay += task.t.state_mb / (min(c.nic_gbps[src], c.nic_gbps[server]) * 125.0)
+            self.metrics.add_cross(src, server, task.t.state_mb)
+            job.cross_mb += task.t.state_mb
+        job.paused_until = max(job.paused_until, self.now + delay)
+        job.migrations += 1
+        self.metrics.migrations += 1
+        self._push(job.paused_until, EV_RESUME, job, job.epoch)
+        self._flush()
+        return g
+
+    def requeue(self, tid: int) -> None:
+        """Take a running task off its GPU and put it back in the queue (MLFS: a migration candidate
+        that found no destination). Its job stops progressing until the task is placed again."""
+        task = self.task(tid)
+        if task.state != TaskState.RUNNING:
+            raise InvalidCommand(f"task {tid} is {task.state.name}, only RUNNING tasks can be requeued")
+        job = task.job
+        self._touch(job)
+        self._detach(task)
+        self._enqueue(task)
+        self._flush()
+
+    def preempt(self, jid: int) -> None:
+        """Suspend a job: every placed task returns to the queue; restarting costs the suspend/resume
+        overhead (UniSched Eq. 1: suspension ~4 s plus resumption growing with the GPU count)."""
+        job = self.job(jid)
+        if job.state != JobState.ACTIVE:
+            raise InvalidCommand(f"job {jid} is {job.state.name}, only ACTIVE jobs can be preempted")
+        if job.n_placed == 0:
+            raise InvalidCommand(f"job {jid} has no placed task to preempt")
+        self._touch(job)
+        for t in job.tasks:
+            if t.state == TaskState.RUNNING:
+                self._detach(t)
+                self._enqueue(t)
+        job.preemptions += 1
+        self.metrics.preemptions += 1
+        self._flush()
+
+    def stop(self, jid: int) -> None:
+        """End a job now; its accuracy is what it has reached."""
+        job = self.job(jid)
+        if job.state != JobState.ACTIVE:
+            raise InvalidCommand(f"job {jid} is {job.state.name}, only ACTIVE jobs can be stopped")
+        self._finish(job, JobState.STOPPED)
+        self._flush()
+
+    def set_stop_option(self, jid: int, option: str) -> None:
+        """Change a job's effective stopping rule (MLF-C). The job finishes at once if it is already past
+        the new target."""
+        job = self.job(jid)
+        if option not in STOP_OPTIONS:
+            raise InvalidCommand(f"unknown stop option {option!r}; known: {STOP_OPTIONS}")
+        if job.state != JobState.ACTIVE:
+            raise InvalidCommand(f"job {jid} is {job.state.name}")
+        self._touch(job)
+        job.stop_option = option
+        job.target_iters = job.target_for(option)
+        if job.iters >= job.target_iters - 1e-9:
+            self._finish(job, JobState.FINISHED)
+        self._flush()
+
+    # ------------------------------------------------------------------ driving
+    def next_decision(self) -> bool:
+        """Advance to the next decision point. Returns False once every job has finished (or the horizon
+        is reached); the state then stays final."""
+        if self._done:
+            return False
+        if self.decision_count > 0:
+            self._after_round()
+        while self._events:
+            t, kind, _, obj, token = heapq.heappop(self._events)
+            if t > self.config.horizon_s:
+                self._advance_clock(self.config.horizon_s)
+                break
+            self._advance_clock(t)
+            self.events_processed += 1
+            if kind == EV_TICK:
+                if t != self._tick_at:
+                    continue
+                self._tick_at = math.inf
+                for ctl in self.controllers:
+                    ctl.on_tick(self)
+                if self._decision_possible():
+                    self.decision_count += 1
+                    self.metrics.record_series(self)
+                    return True
+                self._after_round()
+                continue
+            self._handle(kind, obj, token)
+            self._flush()
+            if not self.active_jobs and all(j.state != JobState.PENDING for j in self.jobs):
+                break
+        self._done = True
+        self._finalise()
+        return False
+
+    def run(self, policy: Callable[["Simulator"], None]) -> dict:
+        """Run to the end, calling ``policy(sim)`` at every decision point."""
+        while self.next_decision():
+            policy(self)
+        return self.summary()
+
+    def summary(self) -> dict:
+        return self.metrics.summary(self)
+
+    def job_records(self) -> list[dict]:
+        return self.metrics.job_records(self)
+
+    # ------------------------------------------------------------------ internals
+    def _push(self, t: float, kind: int, obj, token: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (t, kind, self._seq, obj, token))
+
+    def _request_tick(self, earliest: float | None = None) -> None:
+        tick = self.config.tick_s
+        base = self.now if earliest is None else earliest
+        t = math.ceil(base / tick - 1e-9) * tick
+        if t < self._tick_at:
+            self._tick_at = t
+            self._push(t, EV_TICK, None)
+
+    def _advance_clock(self, t: float) -> None:
+        if t > self.now:
+            self.metrics.jobs_in_system_integral += len(self.active_jobs) * (t - self.now)
+            self.metrics.overload_server_seconds += int(self.cluster.overloaded.sum()) * (t - self.now)
+            self.now = t
+
+    def _handle(self, kind: int, job: Job, token: int) -> None:
+        if kind == EV_ARRIVAL:
+            job.state = JobState.ACTIVE
+            job.last_update = self.now
+            self.active_jobs[job.jid] = job
+            for t in job.tasks:
+                self._enqueue(t)
+            self._request_tick()
+        elif kind == EV_COMPLETE:
+            if job.state == JobState.ACTIVE and token == job.epoch:
+                self._touch(job)
+                job.iters = max(job.iters, job.target_iters)  # absorb float shortfall of rate x time
+                self._finish(job, JobState.FINISHED)
+        elif kind == EV_DEADLINE:
+            if job.state == JobState.ACTIVE:
+                self._touch(job)
+                job.acc_at_deadline = job.accuracy()
+        elif kind == EV_RESUME:
+            if job.state == JobState.ACTIVE and token == job.epoch:
+                self._touch(job)
+        elif kind == EV_USAGE:
+            self._usage_pending.discard(job.jid)
+            if job.state == JobState.ACTIVE and job.n_placed > 0:
+                cfg = self.config
+                f = float(np.exp(self.rng.normal(0.0, cfg.usage_sigma)))
+                f = min(cfg.usage_max, max(cfg.usage_min, f))
+                servers = {t.server for t in job.tasks if t.state == TaskState.RUNNING}
+                placed = [t for t in job.tasks if t.state == TaskState.RUNNING]
+                for t in placed:
+                    self._apply_usage(t, -1.0)
+                job.usage_factor = f
+                for t in placed:
+                    self._apply_usage(t, +1.0)
+                self._refresh_servers(servers, {t.gpu for t in placed if t.gpu >= 0})
+                self._schedule_usage(job)
+        elif kind == EV_GANG:
+            if job.state == JobState.ACTIVE and self._gang_token.get(job.jid) == token and 0 < job.n_placed < job.n_tasks:
+                self._touch(job)
+                for t in job.tasks:
+                    if t.state == TaskState.RUNNING:
+                        self._detach(t)
+                        self._enqueue(t)
+                job.gang_releases += 1
+                self.metrics.gang_releases += 1
+                self._request_tick()
+
+    def _schedule_usage(self, job: Job) -> None:
+        mean = self.config.usage_change_mean_s
+        if mean > 0 and job.jid not in self._usage_pending:
+            self._usage_pending.add(job.jid)
+            self._push(self.now + float(self.rng.exponential(mean)), EV_USAGE, job)
+
+    def _enqueue(self, task: Task) -> None:
+        task.state = TaskState.WAITING
+        task.queued_since = self.now
+        self.queue[task.tid] = task
+
+    def _task_gpu_use(self, task: Task) -> float:
+        return min(1.0, task.t.gpu_util * task.job.usage_factor)
+
+    def _apply_usage(self, task: Task, sign: float) -> None:
+        c, f = self.cluster, task.job.usage_factor
+        s = task.server
+        c.cpu_use[s] += sign * task.t.cpu_cores * f
+        c.mem_use[s] += sign * task.t.memory_gb * f
+
+    def _attach(self, task: Task, server: int, gpu: int) -> None:
+        c, t = self.cluster, task.t
+        task.state = TaskState.RUNNING
+        task.server, task.gpu = server, gpu
+        task.placed_at = self.now
+        c.cpu_alloc[server] += t.cpu_cores
+        c.mem_alloc[server] += t.memory_gb
+        c.server_tasks[server].add(task)
+        if gpu >= 0:
+            c.gpu_mem_used[gpu] += t.gpu_memory_gb
+            c.gpu_n_tasks[gpu] += 1
+            c.gpu_tasks[gpu].append(task)
+        self._apply_usage(task, +1.0)
+        job = task.job
+        job.n_placed += 1
+        self._schedule_usage(job)
+        self._refresh_servers((server,), (gpu,) if gpu >= 0 else ())
+
+    def _detach(self, task: Task) -> None:
+        c, t = self.cluster, task.t
+        server, gpu = task.server, task.gpu
+        self._apply_usage(task, -1.0)
+        c.cpu_alloc[server] -= t.cpu_cores
+        c.mem_alloc[server] -= t.memory_gb
+        c.server_tasks[server].discard(task)
+        if gpu >= 0:
+            c.gpu_mem_used[gpu] -= t.gpu_memory_gb
+            c.gpu_n_tasks[gpu] -= 1
+            c.gpu_tasks[gpu].remove(task)
+        task.server, task.gpu = -1, -1
+        task.job.n_placed -= 1
+        self._refresh_servers((server,), (gpu,) if gpu >= 0 else ())
+
+    def _refresh_servers(self, servers: Iterable[int], gpus: Iterable[int]) -> None:
+        """Recompute GPU loads, overload flags and slowdowns; mark jobs whose speed may change."""
+        c = self.cluster
+        for g in gpus:
+            per_job: dict[Job, float] = {}
+            for t in c.gpu_tasks[g]:
+                per_job[t.job] = max(per_job.get(t.job, 0.0), self._task_gpu_use(t))
+            new = sum(per_job.values())
+            if new != c.gpu_load[g]:
+                old_slow = max(1.0, c.gpu_load[g])
+                c.gpu_load[g] = new
+                if max(1.0, new) != old_slow:
+                    for t in c.gpu_tasks[g]:
+                        self._touch(t.job)
+        h = self.config.overload_threshold
+        for s in servers:
+            c.refresh_free_gpu_mem(s)
+            gl = c.gpu_load[c.server_first_gpu[s]:c.server_first_gpu[s] + c.server_n_gpus[s]]
+            over = bool(c.cpu_use[s] > h * c.cpu_cap[s] or c.mem_use[s] > h * c.mem_cap[s]
+                        or c.net_mbps[s] > h * c.nic_gbps[s] * 125.0 or (gl > h).any())
+            if over and not c.overloaded[s]:
+                self.metrics.overload_occurrences += 1
+                self._request_tick()
+            c.overloaded[s] = over
+            slow = max(1.0, c.cpu_use[s] / c.cpu_cap[s], c.mem_use[s] / c.mem_cap[s])
+            if slow != c.server_slow[s]:
+                c.server_slow[s] = slow
+                for t in c.server_tasks[s]:
+                    self._touch(t.job)
+
+    def _touch(self, job: Job) -> None:
+        """Materialise a job's progress up to now and mark its rate for recomputation."""
+        now = self.now
+        if job.last_update < now:
+            if job.rate > 0 and job.fully_placed:
+                start = max(job.last_update, job.paused_until)
+                dt = max(0.0, now - start)
+                di = min(job.rate * dt, max(0.0, job.target_iters - job.iters))
+                if di > 0:
+                    job.iters += di
+                    job.running_time += dt
+                    mb = di * job.cross_mb_rate_total
+                    job.cross_mb += mb
+                    for (a, b), per in job.cross_mb_per_iter.items():
+                        self.metrics.add_cross(a, b, per * di)
+                job.waiting_time += (now - job.last_update) - dt
+            else:
+                job.waiting_time += now - job.last_update
+            job.last_update = now
+        self._dirty.add(job)
+
+    def _flush(self) -> None:
+        """Recompute rates of touched jobs and reschedule their completions."""
+        c = self.cluster
+        while self._dirty:
+            job = self._dirty.pop()
+            if job.state != JobState.ACTIVE:
+                continue
+            old_cross = job.cross_mb_per_iter
+            old_rate = job.rate
+            if job.fully_placed:
+                tasks = job.tasks
+                servers = [t.server for t in tasks]
+                gpus = [t.gpu for t in tasks]
+                base = [job.model.iter_time(c.gpu_type[g]) if g >= 0 else 0.0 for g in gpus]
+                slow = []
+                for t in tasks:
+                    f = c.server_slow[t.server]
+                    if t.gpu >= 0:
+                        g = t.gpu
+                        if c.gpu_load[g] > 1.0 and len({x.job for x in c.gpu_tasks[g]}) > 1:
+                            f = max(f, c.gpu_load[g])
+                    slow.append(f)
+                T, cross = iteration_time([t.t for t in tasks], job.spec, servers, gpus, base, slow,
+                                          c.intra_gbps, c.nic_gbps)
+                job.iter_time = T
+                job.rate = 1.0 / T if T > 0 else math.inf
+                job.cross_mb_per_iter = cross
+                job.cross_mb_rate_total = sum(cross.values())
+            else:
+                job.iter_time = math.inf
+                job.rate = 0.0
+                job.cross_mb_per_iter = {}
+                job.cross_mb_rate_total = 0.0
+            self._update_net(job, old_rate, old_cross)
+            job.epoch += 1
+            if job.rate > 0 and job.fully_placed:
+                if job.iters >= job.target_iters - 1e-9:
+                    self._finish(job, JobState.FINISHED)
+                    continue
+                start = max(self.now, job.paused_until)
+                self._push(start + (job.target_iters - job.iters) / job.rate, EV_COMPLETE, job, job.epoch)
+
+    def _update_net(self, job: Job, old_rate: float, old_cross: dict) -> None:
+        c = self.cluster
+        progressing_before = old_rate > 0
+        changed = set()
+        if progressing_before:
+            for (a, b), mb in old_cross.items():
+                c.net_mbps[a] -= mb * old_rate
+                c.net_mbps[b] -= mb * old_rate
+                changed.update((a, b))
+        if job.rate > 0 and job.fully_placed:
+            for (a, b), mb in job.cross_mb_per_iter.items():
+                c.net_mbps[a] += mb * job.rate
+                c.net_mbps[b] += mb * job.rate
+                changed.update((a, b))
+        h = self.config.overload_threshold
+        for s in changed:
+            if abs(c.net_mbps[s]) < 1e-9:
+                c.net_mbps[s] = 0.0
+            if c.net_mbps[s] > h * c.nic_gbps[s] * 125.0 and not c.overloaded[s]:
+                c.overloaded[s] = True
+                self.metrics.overload_occurrences += 1
+                self._request_tick()
+
+    def _finish(self, job: Job, state: JobState) -> None:
+        for t in job.tasks:
+            if t.state == TaskState.RUNNING:
+                self._detach(t)
+            elif t.state == TaskState.WAITING:
+                self.queue.pop(t.tid, None)
+                t.waited += self.now - t.queued_since
+            t.state = TaskState.DONE
+        old_rate, old_cross = job.rate, job.cross_mb_per_iter
+        job.rate = 0.0
+        job.cross_mb_per_iter = {}
+        self._update_net(job, old_rate, old_cross)
+        job.state = state
+        job.end_time = self.now
+        job.epoch += 1
+        if job.acc_at_deadline < 0:
+            job.acc_at_deadline = job.accuracy()
+        self.active_jobs.pop(job.jid, None)
+        self.metrics.on_job_end(job)
+        self._dirty.discard(job)
+        self._request_tick()
+
+    def _resume_overhead(self, job: Job) -> float:
+        cfg = self.config
+        return cfg.suspend_s + cfg.resume_base_s + cfg.resume_per_gpu_s * job.spec.n_gpus
+
+    def _decision_possible(self) -> bool:
+        mode = self.config.decide_on
+        if mode == "always":
+            return bool(self.active_jobs)
+        if mode == "queue" and self.queue:
+            return True
+        if self.cluster.overloaded.any() and any(self.cluster.server_tasks[s] for s in self.overloaded_servers()):
+            return True
+        return self._some_ready_task_fits()
+
+    def _some_ready_task_fits(self) -> bool:
+        seen = set()
+        for t in self.queue.values():
+            key = (t.t.gpu_memory_gb, t.t.cpu_cores, t.t.memory_gb, t.is_ps)
+            if key in seen or not t.is_ready():
+                continue
+            seen.add(key)
+            if self.feasible_servers(t).any():
+                return True
+        return False
+
+    def _after_round(self) -> None:
+        """A decision round ended: if something is still actionable, look again at the next tick."""
+        if self.active_jobs and (self.config.decide_on == "always" or self._decision_possible()
+                                 or (self.config.decide_on == "queue" and self.queue)):
+            self._request_tick(self.now + self.config.tick_s)
+
+    def _check_fits_somewhere(self, job: Job) -> None:
+        c = self.cluster
+        for t in job.tasks:
+            tt = t.t
+            ok = (c.cpu_cap >= tt.cpu_cores) & (c.mem_cap >= tt.memory_gb)
+            if not t.is_ps:
+                ok &= c.gpu_mem_cap[c.server_first_gpu] >= tt.gpu_memory_gb
+            if not ok.any():
+                raise ValueError(
+                    f"job {job.jid} ({job.model.name}) task {t.t.index} needs {tt.gpu_memory_gb:.1f} GB GPU memory, "
+                    f"{tt.cpu_cores:.1f} CPU cores and {tt.memory_gb:.1f} GB memory: no server of cluster "
+                    f"{c.spec.name!r} can ever host it")
+
+    def _finalise(self) -> None:
+        for job in list(self.active_jobs.values()):
+            self._touch(job)
+        self._dirty.clear()
+        self.metrics.finalise(self)

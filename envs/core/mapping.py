@@ -1,0 +1,245 @@
+"""Turning canonical trace rows into :class:`JobSpec` s, the way MLFS §4.1 did.
+
+A trace gives arrival time, GPU count and run time, rarely a model and never a task graph. MLFS (§4.1)
+assigned each trace job one of its ML algorithms, ran it with data and model parallelism on the job's GPUs,
+and kept the trace's iteration count. We do the same with the catalogue and the DAG cost model:
+
+- **model**: the trace's own model if it has one, resolved through :data:`MODEL_ALIASES` (Pollux names)
+  or by name (case/punctuation-insensitive) against the catalogue; else a seeded draw from
+  ``config.model_weights`` (default: uniform over the catalogue; :data:`MLFS_MODEL_WEIGHTS` gives the
+  five MLFS algorithms). An unknown trace model is an error unless ``unknown_model="sample"``.
+- **parallelism** (MLFS: "we also set the number of model partitions to this number [of GPUs]"; SVM
+  data-parallel only): with ``partitioning="max"`` n_partitions is the largest divisor of n_gpus that is
+  <= the model's ``max_partitions`` (and ``config.max_partitions``), 1 for ``parallelism == "none"``;
+  n_replicas = n_gpus / n_partitions, so n_partitions x n_replicas == n_gpus always. ``"random"`` draws
+  the partition count uniformly among those admissible divisors; ``"data"`` uses 1 partition.
+- **sync**: parameter server with probability ``ps_probability``, else all-reduce.
+- **iterations**: ``max_iterations = max(1, round(duration / t_it))`` where ``t_it`` is
+  :func:`envs.core.dag.reference_iteration_time` on dedicated ``reference_gpu`` GPUs (default V100, the
+  MLFS testbed GPU): the job re-runs its trace duration on the reference hardware.
+- **deadline**: the trace's, if it has one; else ``submit + max(1.1 t_e, t_r)``, t_e = max_iterations x
+  t_it, t_r ~ U[0.5, 24] h (MLFS §4.1).
+- **urgency** ~ U{1..10}; **accuracy requirement**: the trace's, else U[0.6, 0.95] x the final accuracy
+  of the model's curve (Pollux's Philly CSV has no completion status to use as MLFS did).
+- **SLO class** from ``slo_mix`` (UniSched classes; default all "strict": every MLFS job has a deadline);
+  **stop option** from ``stop_mix`` (default all "opt-stop": MLFS §4.1 "we assume that all jobs use
+  OptStop"); **stop_changeable** with probability ``stop_changeable_probability``.
+- **data size** ~ U[100, 1000] MB, **communication volumes** (PS<->worker, worker<->worker) ~ U[50, 100]
+  MB each (MLFS §4.1).
+
+All randomness comes from one ``numpy.random.Generator(PCG64(seed))``; every draw is made for every job
+in a fixed order (whether or not the trace overrides it), so the same seed gives identical specs in any
+process, and adding a trace column does not shift the other draws.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .workload import SLO_CLASSES, STOP_OPTIONS, JobSpec
+
+# Source-trace model names -> catalogue model names (resolved loosely, see _norm).
+MODEL_ALIASES: dict[str, str] = {
+    # Pollux (OSDI '21) applications
+    "cifar10": "ResNet-18", "imagenet": "ResNet-50", "ncf": "Recommendation", "bert": "BERT",
+    "deepspeech2": "DeepSpeech2", "yolov3": "YOLOv3",
+    # MLFS §4.1 algorithm names
+    "lstm": "LM", "resnet": "ResNet-50",
+}
+
+# The five algorithms MLFS §4.1 ran: AlexNet, ResNet, MLP, LSTM, SVM.
+MLFS_MODEL_WEIGHTS: dict[str, float] = {"AlexNet": 1.0, "ResNet-50": 1.0, "MLP": 1.0, "LM": 1.0, "SVM": 1.0}
+# An even UniSched MIX2-style mix (UniSched gives no proportions).
+UNISCHED_MIX2: dict[str, float] = {"best-effort": 1.0, "soft": 1.0, "strict": 1.0}
+
+
+@dataclass(frozen=True)
+class MappingConfig:
+    model_weights: Mapping[str, float] | None = None
+    keep_trace_model: bool = True
+    aliases: Mapping[str, str] = field(default_factory=lambda: dict(MODEL_ALIASES))
+    unknown_model: str = "error"            # "error" | "sample"
+    partitioning: str = "max"               # "max" | "random" | "data"
+    max_partitions: int | None = None
+    ps_probability: float = 0.5
+    reference_gpu: str = "V100"
+    deadline_factor: float = 1.1
+    deadline_range_h: tuple[float, float] = (0.5, 24.0)
+    urgency_range: tuple[int, int] = (1, 10)
+    accuracy_fraction: tuple[float, float] = (0.6, 0.95)
+    slo_mix: Mapping[str, float] = field(default_factory=lambda: {"strict": 1.0})
+    stop_mix: Mapping[str, float] = field(default_factory=lambda: {"opt-stop": 1.0})
+    stop_changeable_probability: float = 1.0
+    data_size_mb: tuple[float, float] = (100.0, 1000.0)
+    comm_mb: tuple[float, float] = (50.0, 100.0)
+    use_trace_fields: bool = True           # deadline / urgency / accuracy_requirement from the trace
+
+    def __post_init__(self) -> None:
+        if self.unknown_model not in ("error", "sample"):
+            raise ValueError("unknown_model must be 'error' or 'sample'")
+        if self.partitioning not in ("max", "random", "data"):
+            raise ValueError("partitioning must be 'max', 'random' or 'data'")
+        if not 0.0 <= self.ps_probability <= 1.0 or not 0.0 <= self.stop_changeable_probability <= 1.0:
+            raise ValueError("probabilities must be in [0, 1]")
+        for name, mix, allowed in (("slo_mix", self.slo_mix, SLO_CLASSES), ("stop_mix", self.stop_mix, STOP_OPTIONS)):
+            bad = set(mix) - set(allowed)
+            if bad or not mix or any(w < 0 for w in mix.values()) or sum(mix.values()) <= 0:
+                raise ValueError(f"{name} must give non-negative weights over {allowed}, summing > 0 (got {dict(mix)})")
+        lo, hi = self.urgency_range
+        if not 1 <= lo <= hi <= 10:
+            raise ValueError("urgency_range must lie in 1..10")
+
+
+# ------------------------------------------------------------------------- catalogue / DAG (lazy)
+
+def _catalogue() -> tuple[Sequence[str], Callable[[str], Any]]:
+    from . import catalogue_data
+
+    return list(catalogue_data.model_names()), catalogue_data.get_model
+
+
+def _reference_iteration_time() -> Callable[..., float]:
+    from .dag import reference_iteration_time
+
+    return reference_iteration_time
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", str(name).lower())
+
+
+def resolve_model(name: str, names: Sequence[str], aliases: Mapping[str, str] = MODEL_ALIASES) -> str | None:
+    """Catalogue name for a trace / config model name (alias table first, then loose name match)."""
+    by_norm = {_norm(n): n for n in names}
+    alias = {_norm(k): v for k, v in aliases.items()}
+    key = _norm(name)
+    if key in by_norm:
+        return by_norm[key]
+    if key in alias:
+        return by_norm.get(_norm(alias[key]))
+    return None
+
+
+def split_gpus(n_gpus: int, parallelism: str, max_partitions: int, mode: str = "max", u: float = 0.0) -> tuple[int, int]:
+    """(n_partitions, n_replicas) for a job of ``n_gpus`` GPUs; see the module docstring for the rule."""
+    if n_gpus < 1:
+        raise ValueError("n_gpus must be >= 1")
+    cap = 1 if (parallelism == "none" or mode == "data") else max(1, int(max_partitions))
+    divisors = [d for d in range(1, min(n_gpus, cap) + 1) if n_gpus % d == 0]
+    p = divisors[-1] if mode != "random" else divisors[min(int(u * len(divisors)), len(divisors) - 1)]
+    return p, n_gpus // p
+
+
+def _pick(mix: Mapping[str, float], u: np.ndarray, order: Sequence[str]) -> np.ndarray:
+    keys = [k for k in order if mix.get(k, 0) > 0]
+    w = np.array([mix[k] for k in keys], dtype=float)
+    cdf = np.cumsum(w / w.sum())
+    idx = np.minimum(np.searchsorted(cdf, u, side="right"), len(keys) - 1)
+    return np.array(keys, dtype=object)[idx]
+
+
+def _col(df: pd.DataFrame, name: str) -> np.ndarray | None:
+    return df[name].to_numpy() if name in df.columns else None
+
+
+def to_job_specs(df: pd.DataFrame, seed: int, config: MappingConfig | None = None) -> list[JobSpec]:
+    """Map a canonical trace (see :mod:`envs.core.traces`) to job specs. Deterministic in ``seed``."""
+    cfg = config or MappingConfig()
+    names, get_model = _catalogue()
+    ref_time = _reference_iteration_time()
+    n = len(df)
+    rng = np.random.Generator(np.random.PCG64(seed))
+    # Fixed draw order; every array has one value per job.
+    u_model = rng.random(n)
+    u_part = rng.random(n)
+    u_sync = rng.random(n)
+    t_r = rng.uniform(cfg.deadline_range_h[0] * 3600.0, cfg.deadline_range_h[1] * 3600.0, n)
+    urgency = rng.integers(cfg.urgency_range[0], cfg.urgency_range[1] + 1, n)
+    acc_frac = rng.uniform(cfg.accuracy_fraction[0], cfg.accuracy_fraction[1], n)
+    slo = _pick(cfg.slo_mix, rng.random(n), SLO_CLASSES)
+    stop = _pick(cfg.stop_mix, rng.random(n), STOP_OPTIONS)
+    changeable = rng.random(n) < cfg.stop_changeable_probability
+    data_mb = rng.uniform(cfg.data_size_mb[0], cfg.data_size_mb[1], n)
+    comm_ps = rng.uniform(cfg.comm_mb[0], cfg.comm_mb[1], n)
+    comm_w = rng.uniform(cfg.comm_mb[0], cfg.comm_mb[1], n)
+
+    # model choice
+    if cfg.model_weights is None:
+        pool = list(names)
+        weights = np.ones(len(pool))
+    else:
+        pool, wl = [], []
+        for k, w in cfg.model_weights.items():
+            r = resolve_model(k, names, cfg.aliases)
+            if r is None:
+                raise ValueError(f"model_weights: {k!r} is not in the catalogue {list(names)}")
+            if w > 0:
+                pool.append(r)
+                wl.append(float(w))
+        weights = np.array(wl)
+        if not pool:
+            raise ValueError("model_weights: no model with positive weight")
+    cdf = np.cumsum(weights / weights.sum())
+    sampled = [pool[i] for i in np.minimum(np.searchsorted(cdf, u_model, side="right"), len(pool) - 1)]
+
+    trace_model = _col(df, "model") if cfg.keep_trace_model else None
+    trace_deadline = _col(df, "deadline") if cfg.use_trace_fields else None
+    trace_urg = _col(df, "urgency") if cfg.use_trace_fields else None
+    trace_acc = _col(df, "accuracy_requirement") if cfg.use_trace_fields else None
+    job_ids = df["job_id"].to_numpy()
+    submit = df["submit_time"].to_numpy(dtype=float)
+    gpus = df["n_gpus"].to_numpy()
+    dur = df["duration"].to_numpy(dtype=float)
+    source = str(df.attrs.get("source", ""))
+
+    models: dict[str, Any] = {}
+    cache: dict[tuple, float] = {}
+    specs: list[JobSpec] = []
+    for i in range(n):
+        jid = int(job_ids[i])
+        if not math.isfinite(dur[i]) or dur[i] < 0:
+            raise ValueError(f"job {jid} (row {i + 1}): duration {dur[i]!r} is missing or negative; "
+                             "fill it first (e.g. traces.fill_pollux_durations)")
+        name = sampled[i]
+        if trace_model is not None and not pd.isna(trace_model[i]):
+            r = resolve_model(str(trace_model[i]), names, cfg.aliases)
+            if r is not None:
+                name = r
+            elif cfg.unknown_model == "error":
+                raise ValueError(f"job {jid} (row {i + 1}): trace model {trace_model[i]!r} is not in the catalogue "
+                                 f"{list(names)} nor in the alias table; add an alias or use unknown_model='sample'")
+        model = models.get(name)
+        if model is None:
+            model = models[name] = get_model(name)
+        cap = model.max_partitions if cfg.max_partitions is None else min(model.max_partitions, cfg.max_partitions)
+        p, r = split_gpus(int(gpus[i]), model.parallelism, cap, cfg.partitioning, float(u_part[i]))
+        sync = "ps" if u_sync[i] < cfg.ps_probability else "allreduce"
+        key = (name, p, r, sync, float(comm_ps[i]), float(comm_w[i]))
+        t_it = cache.get(key)
+        if t_it is None:
+            t_it = cache[key] = float(ref_time(model, p, r, sync, cfg.reference_gpu, float(comm_ps[i]), float(comm_w[i])))
+        if not t_it > 0:
+            raise ValueError(f"job {jid}: reference iteration time {t_it!r} for {name} must be > 0")
+        iters = max(1, int(round(dur[i] / t_it)))
+        t_e = iters * t_it
+        if trace_deadline is not None and not pd.isna(trace_deadline[i]):
+            deadline = float(trace_deadline[i])
+        else:
+            deadline = float(submit[i] + max(cfg.deadline_factor * t_e, t_r[i]))
+        urg = int(trace_urg[i]) if trace_urg is not None and not pd.isna(trace_urg[i]) else int(urgency[i])
+        if trace_acc is not None and not pd.isna(trace_acc[i]):
+            acc = float(trace_acc[i])
+        else:
+            acc = float(min(1.0, max(0.0, acc_frac[i] * model.curve.final_accuracy)))
+        specs.append(JobSpec(
+            job_id=jid, submit_time=float(submit[i]), model=name, n_partitions=p, n_replicas=r,
+            max_iterations=iters, accuracy_requirement=acc, deadline=deadline, urgency=urg, sync=sync,
+            slo_class=str(slo[i]), stop_option=str(stop[i]), stop_changeable=bool(changeable[i]),
+            data_size_mb=float(data_mb[i]), comm_ps_mb=float(comm_ps[i]), comm_worker_mb=float(comm_w[i]),
+            reference_runtime=float(dur[i]), source=source))
+    return specs

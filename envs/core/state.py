@@ -1,0 +1,70 @@
+"""Cluster run-time state as flat numpy arrays (one row per server or GPU), so policies and the
+observation builder read it without walking Python objects."""
+from __future__ import annotations
+
+import numpy as np
+
+from .hardware import ClusterSpec
+
+GPU_TYPE_ORDER: tuple[str, ...] = ("K80", "M60", "P100", "V100", "T4", "A100", "H100")
+
+
+class ClusterState:
+    """Capacities, nominal allocations (what admission control checks) and actual usage (what
+    overload detection and slowdown use; it varies over time around the nominal demand)."""
+
+    def __init__(self, spec: ClusterSpec):
+        self.spec = spec
+        S = spec.n_servers
+        self.n_servers = S
+        self.server_names = [s.name for s in spec.servers]
+        self.server_gpu_type = [s.gpu_type for s in spec.servers]
+        self.server_type_id = np.array([GPU_TYPE_ORDER.index(s.gpu_type) for s in spec.servers], dtype=np.int64)
+        self.cpu_cap = np.array([s.cpu_cores for s in spec.servers], dtype=np.float64)
+        self.mem_cap = np.array([s.memory_gb for s in spec.servers], dtype=np.float64)
+        self.nic_gbps = np.array([s.nic_gbps for s in spec.servers], dtype=np.float64)
+        self.intra_gbps = np.array([s.intra_gbps for s in spec.servers], dtype=np.float64)
+        gpu_server, first = [], []
+        for i, s in enumerate(spec.servers):
+            first.append(len(gpu_server))
+            gpu_server.extend([i] * s.n_gpus)
+        self.n_gpus = len(gpu_server)
+        self.gpu_server = np.array(gpu_server, dtype=np.int64)
+        self.server_first_gpu = np.array(first, dtype=np.int64)
+        self.server_n_gpus = np.array([s.n_gpus for s in spec.servers], dtype=np.int64)
+        self.gpu_mem_cap = np.array([spec.servers[s].gpu_memory_gb for s in gpu_server], dtype=np.float64)
+        self.gpu_type = [spec.servers[s].gpu_type for s in gpu_server]
+        # nominal allocations
+        self.gpu_mem_used = np.zeros(self.n_gpus)
+        self.cpu_alloc = np.zeros(S)
+        self.mem_alloc = np.zeros(S)
+        self.gpu_n_tasks = np.zeros(self.n_gpus, dtype=np.int64)
+        # actual usage
+        self.gpu_load = np.zeros(self.n_gpus)  # utilisation, may exceed 1 when shared
+        self.cpu_use = np.zeros(S)
+        self.mem_use = np.zeros(S)
+        self.net_mbps = np.zeros(S)  # cross-server MB/s through the server's NIC
+        self.overloaded = np.zeros(S, dtype=bool)
+        self.server_slow = np.ones(S)  # CPU/memory contention slowdown of the server's tasks
+        self.server_max_free_gpu_mem = self.gpu_mem_cap[self.server_first_gpu].copy()
+        self.gpu_tasks: list[list] = [[] for _ in range(self.n_gpus)]
+        self.server_tasks: list[set] = [set() for _ in range(S)]
+
+    def server_gpus(self, s: int) -> range:
+        f = int(self.server_first_gpu[s])
+        return range(f, f + int(self.server_n_gpus[s]))
+
+    def refresh_free_gpu_mem(self, s: int) -> None:
+        g = self.server_gpus(s)
+        self.server_max_free_gpu_mem[s] = float(np.max(self.gpu_mem_cap[g.start:g.stop] - self.gpu_mem_used[g.start:g.stop]))
+
+    def utilisation(self) -> dict[str, np.ndarray]:
+        """Per-server utilisation of each resource type (actual usage / capacity)."""
+        f, n = self.server_first_gpu, self.server_n_gpus
+        gpu = np.add.reduceat(np.minimum(self.gpu_load, 1.0), f) / n
+        return {
+            "gpu": gpu,
+            "cpu": self.cpu_use / self.cpu_cap,
+            "mem": self.mem_use / self.mem_cap,
+            "net": self.net_mbps / (self.nic_gbps * 125.0),
+        }

@@ -1,0 +1,38 @@
+"""Hand-built models and clusters for unit tests whose numbers must be computable by hand."""
+from __future__ import annotations
+
+from envs.core.catalogue import ModelProfile
+from envs.core.curves import LearningCurve
+from envs.core.hardware import ClusterSpec, ServerSpec
+from envs.core.workload import JobSpec
+
+LINEAR = LearningCurve(x=(0.0, 1.0), accuracy=(0.0, 1.0), loss=(1.0, 0.0), source="test")
+
+
+def toy_model(name: str = "toy", parallelism: str = "chain", v100: float = 1.0, k80: float = 4.0,
+              gpu_util: float = 0.5, gpu_memory_gb: float = 4.0, cpu: float = 2.0, mem: float = 8.0,
+              params_m: float = 25.0) -> ModelProfile:
+    return ModelProfile(name=name, family="test", parallelism=parallelism, params_m=params_m, batch_size=32,
+                        iteration_time={"V100": v100, "K80": k80, "P100": 2.0, "T4": 2.0, "A100": 0.5,
+                                        "H100": 0.3, "M60": 3.0},
+                        gpu_memory_gb=gpu_memory_gb, gpu_util=gpu_util, cpu_cores=cpu, host_memory_gb=mem,
+                        activation_mb=10.0, curve=LINEAR, max_partitions=1 if parallelism == "none" else 32)
+
+
+MODELS = {m.name: m for m in (toy_model(), toy_model("toy-layer", "layer"), toy_model("toy-none", "none"))}
+
+
+def models(name: str) -> ModelProfile:
+    return MODELS[name]
+
+
+def cluster(n_servers: int = 2, gpus: int = 4, gpu_type: str = "V100", cpu: float = 32, mem: float = 244,
+            nic: float = 10.0, intra: float = 100.0) -> ClusterSpec:
+    return ClusterSpec("test", tuple(ServerSpec(f"s{i}", gpu_type, gpus, cpu, mem, nic, intra) for i in range(n_servers)))
+
+
+def job(jid: int = 0, submit: float = 0.0, model: str = "toy", P: int = 1, R: int = 1, iters: int = 100,
+        sync: str = "allreduce", deadline: float = 1e6, acc_req: float = 0.5, stop: str = "run-all", **kw) -> JobSpec:
+    return JobSpec(job_id=jid, submit_time=submit, model=model, n_partitions=P, n_replicas=R, max_iterations=iters,
+                   accuracy_requirement=acc_req, deadline=deadline, sync=sync, stop_option=stop,
+                   comm_ps_mb=kw.pop("comm_ps_mb", 50.0), comm_worker_mb=kw.pop("comm_worker_mb", 50.0), **kw)
