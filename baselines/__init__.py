@@ -1,0 +1,43 @@
+"""Heuristic scheduler baselines: ``make(name, env=None, **params)`` and ``available()``.
+
+``make(name)`` returns the core-level policy (drive a Simulator with :func:`baselines.base.run`);
+``make(name, env)`` wraps it in :class:`baselines.agent.HeuristicAgent` for the Gymnasium env (SB3-style
+``predict``). See docs/baselines.md.
+"""
+from __future__ import annotations
+
+from .base import Command, Policy, View, run
+from .fair import Fair
+from .gandiva import Gandiva
+from .gavel import Gavel
+from .graphene import Graphene
+from .hlas import HLAS
+from .hypersched import HyperSched
+from .mlfs import MLFC, MLFH, MLFSHC
+from .simple import EDF, FIFO, SJF, Random
+from .slaq import SLAQ
+from .tiresias import Tiresias
+
+REGISTRY: dict[str, type[Policy]] = {cls.name: cls for cls in (
+    MLFH, MLFSHC, HLAS, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF, EDF, Random)}
+
+
+def available() -> list[str]:
+    return list(REGISTRY)
+
+
+def make(name: str, env=None, **params):
+    """A policy by name with its paper defaults overridden by ``params``; wrapped for ``env`` if given."""
+    try:
+        cls = REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown baseline {name!r}; available: {available()}") from None
+    policy = cls(**params)
+    if env is None:
+        return policy
+    from .agent import HeuristicAgent
+
+    return HeuristicAgent(policy, env)
+
+
+__all__ = ["Command", "Policy", "View", "run", "make", "available", "REGISTRY", "MLFC"]

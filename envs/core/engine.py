@@ -76,7 +76,7 @@ class SimConfig:
 
 
 class Controller(Protocol):
-    """Pluggable logic run at every scheduling tick before the policy decides (e.g. MLF-C)."""
+    """Pluggable logic run at every scheduling tick, after the policy's decision round (e.g. MLF-C)."""
 
     def on_tick(self, sim: "Simulator") -> None: ...
 
@@ -112,6 +112,7 @@ class Simulator:
         self._seq = 0
         self._dirty: set[Job] = set()
         self._tick_at = math.inf  # earliest pending tick
+        self._last_tick = -math.inf  # time of the last tick processed
         self._usage_pending: set[int] = set()
         self._gang_token: dict[int, int] = {}
         self._done = False
@@ -366,8 +367,7 @@ class Simulator:
                 if t != self._tick_at:
                     continue
                 self._tick_at = math.inf
-                for ctl in self.controllers:
-                    ctl.on_tick(self)
+                self._last_tick = t
                 if self._decision_possible():
                     self.decision_count += 1
                     self.metrics.record_series(self)
@@ -403,6 +403,8 @@ class Simulator:
         tick = self.config.tick_s
         base = self.now if earliest is None else earliest
         t = math.ceil(base / tick - 1e-9) * tick
+        if t <= self._last_tick:  # one decision round per tick: changes made in a round wait for the next
+            t = self._last_tick + tick
         if t < self._tick_at:
             self._tick_at = t
             self._push(t, EV_TICK, None)
@@ -629,6 +631,7 @@ class Simulator:
                 self._request_tick()
 
     def _finish(self, job: Job, state: JobState) -> None:
+        self._touch(job)  # materialise progress (and bytes) up to now
         for t in job.tasks:
             if t.state == TaskState.RUNNING:
                 self._detach(t)
@@ -676,7 +679,12 @@ class Simulator:
         return False
 
     def _after_round(self) -> None:
-        """A decision round ended: if something is still actionable, look again at the next tick."""
+        """A tick's decision round ended (or the tick needed no decision): run the controllers on the
+        state the policy left (MLF-C judges overload by what is *still* queued), then, if something is
+        still actionable, look again at the next tick."""
+        for ctl in self.controllers:
+            ctl.on_tick(self)
+        self._flush()
         if self.active_jobs and (self.config.decide_on == "always" or self._decision_possible()
                                  or (self.config.decide_on == "queue" and self.queue)):
             self._request_tick(self.now + self.config.tick_s)

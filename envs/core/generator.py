@@ -4,14 +4,15 @@
   32}"), uniform by default; :data:`PHILLY_GPU_WEIGHTS` gives the bundled Philly trace's frequencies.
 - **Durations**: log-normal fitted by maximum likelihood to the bundled Philly durations
   (:func:`fit_lognormal`): ``ln d ~ N(mu, sigma^2)`` with :data:`PHILLY_LOGNORMAL` (mu = 6.7909,
-  sigma = 2.1555, i.e. median 14.9 min, mean exp(mu + sigma^2/2) = 2.53 h), optionally truncated to
+  sigma = 2.1555, i.e. median exp(mu) = 14.8 min, mean exp(mu + sigma^2/2) = 9,082 s = 2.52 h; the trace's own
+  mean is 13,136 s: the fit under-weights the extreme tail), optionally truncated to
   ``[min_duration, max_duration]`` by resampling; or ``duration="philly"``: bootstrap from the trace.
 - **Arrivals**: ``"poisson"`` (exponential gaps, rate lambda) or ``"diurnal"`` (non-homogeneous Poisson,
   rate ``lambda (1 + A sin(2 pi t / P + phase))``, by thinning; its mean rate over a period is lambda).
 - **Load** (offered GPU-seconds per second divided by the cluster's GPUs):
   ``load = lambda E[n_gpus] E[duration] / cluster_gpus``, so ``lambda = load * cluster_gpus /
   (E[n_gpus] E[duration])``, with the expectations of the distributions in use (computed exactly for
-  the GPU weights, by numerical integration for a truncated log-normal, as the sample mean for the
+  the GPU weights, in closed form (normal CDF) for a truncated log-normal, as the sample mean for the
   bootstrap). Scaling ``load`` scales the arrival rate only; job sizes keep their distribution.
 """
 from __future__ import annotations

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -49,11 +50,11 @@ MODEL_ALIASES: dict[str, str] = {
     "cifar10": "ResNet-18", "imagenet": "ResNet-50", "ncf": "Recommendation", "bert": "BERT",
     "deepspeech2": "DeepSpeech2", "yolov3": "YOLOv3",
     # MLFS §4.1 algorithm names
-    "lstm": "LM", "resnet": "ResNet-50",
+    "lm": "LSTM", "resnet": "ResNet-50",
 }
 
 # The five algorithms MLFS §4.1 ran: AlexNet, ResNet, MLP, LSTM, SVM.
-MLFS_MODEL_WEIGHTS: dict[str, float] = {"AlexNet": 1.0, "ResNet-50": 1.0, "MLP": 1.0, "LM": 1.0, "SVM": 1.0}
+MLFS_MODEL_WEIGHTS: dict[str, float] = {"AlexNet": 1.0, "ResNet-50": 1.0, "MLP": 1.0, "LSTM": 1.0, "SVM": 1.0}
 # An even UniSched MIX2-style mix (UniSched gives no proportions).
 UNISCHED_MIX2: dict[str, float] = {"best-effort": 1.0, "soft": 1.0, "strict": 1.0}
 
@@ -195,7 +196,7 @@ def to_job_specs(df: pd.DataFrame, seed: int, config: MappingConfig | None = Non
     submit = df["submit_time"].to_numpy(dtype=float)
     gpus = df["n_gpus"].to_numpy()
     dur = df["duration"].to_numpy(dtype=float)
-    source = str(df.attrs.get("source", ""))
+    source = Path(str(df.attrs.get("source", ""))).name if df.attrs.get("source") else ""  # file name: machine-independent
 
     models: dict[str, Any] = {}
     cache: dict[tuple, float] = {}

@@ -1,0 +1,139 @@
+"""Gavel (Narayanan et al., OSDI '20): heterogeneity-aware max-min fairness, solved as an LP with pulp
++ HiGHS, then rounded to placements.
+
+LP (Gavel's "max-min fairness over throughput-normalised allocations", one GPU type per job at a time):
+variables X[j,k] >= 0, the fraction of time job j runs on GPU type k;
+
+    maximise  t
+    s.t.      sum_k T[j,k] X[j,k] / T_eq[j]  >= t         for every job j   (normalised throughput)
+              sum_k X[j,k] <= 1                            for every job j
+              sum_j n_gpus[j] X[j,k] <= N_k                for every type k  (scale factor = GPUs)
+
+with T[j,k] = 1 / (job's iteration time on type k) and T_eq[j] = the job's throughput on an equal
+time-share of every GPU (its throughput averaged over the cluster's GPUs; the common 1/|J| factor
+cancels in the max-min). The objective variant ``objective="throughput"`` maximises
+sum_j sum_k T[j,k] X[j,k] / T_eq[j] instead (normalised total throughput).
+
+Rounding (our simplification; Gavel time-slices 6-minute rounds with preemption, which the env does not
+expose): the LP is re-solved whenever the set of active jobs changes (solve time capped by
+``time_limit_s``, at most ``max_jobs`` jobs, oldest first; others get X = 0). Waiting jobs are then
+started in order of their allocation deficit, sum_k X[j,k] minus the fraction of their time in the
+system they have run, largest first; a job's tasks go preferably to the type with its largest X[j,k]
+(then faster types), one task per GPU, consolidated. If the LP fails, the allocation falls back to
+an equal share on the job's fastest type.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from envs.core.job import Job
+
+from .base import Command, Policy, View, job_servers, running_time, sim_cache
+
+
+def solve_max_min(tput: np.ndarray, scale: np.ndarray, counts: np.ndarray, objective: str = "max-min",
+                  time_limit_s: float = 1.0) -> tuple[np.ndarray, str]:
+    """Solve Gavel's LP. ``tput``: (J, K) throughputs; ``scale``: (J,) GPUs per job; ``counts``: (K,)
+    GPUs per type. Returns (X, pulp solution status)."""
+    import pulp
+
+    J, K = tput.shape
+    eq = (tput * counts[None, :]).sum(axis=1) / counts.sum()
+    prob = pulp.LpProblem("gavel", pulp.LpMaximize)
+    x = {(j, k): pulp.LpVariable(f"x_{j}_{k}", lowBound=0) for j in range(J) for k in range(K)}
+    norm = {j: pulp.lpSum(float(tput[j, k] / eq[j]) * x[j, k] for k in range(K)) for j in range(J)}
+    if objective == "max-min":
+        t = pulp.LpVariable("t", lowBound=0)
+        prob += t
+        for j in range(J):
+            prob += norm[j] >= t
+    elif objective == "throughput":
+        prob += pulp.lpSum(norm.values())
+    else:
+        raise ValueError(f"unknown Gavel objective {objective!r}")
+    for j in range(J):
+        prob += pulp.lpSum(x[j, k] for k in range(K)) <= 1
+    for k in range(K):
+        prob += pulp.lpSum(float(scale[j]) * x[j, k] for j in range(J)) <= float(counts[k])
+    prob.solve(pulp.HiGHS(msg=False, timeLimit=time_limit_s, threads=1))
+    status = pulp.LpSolution[prob.sol_status]
+    X = np.array([[x[j, k].value() or 0.0 for k in range(K)] for j in range(J)])
+    return np.clip(X, 0.0, 1.0), status
+
+
+@dataclass
+class Gavel(Policy):
+    name = "gavel"
+    source = "Gavel (Narayanan et al., OSDI'20) heterogeneity-aware max-min fairness LP"
+    objective: str = "max-min"  # or "throughput"
+    time_limit_s: float = 1.0
+    max_jobs: int = 200
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._key = None
+        self._alloc: dict[int, np.ndarray] = {}
+        self.solves = 0
+        self.solve_seconds = 0.0
+        self.last_status = ""
+
+    def _types(self, sim):
+        cache = sim_cache(sim)
+        if "gavel_types" not in cache:
+            types = sorted(set(sim.cluster.gpu_type))
+            counts = np.array([sim.cluster.gpu_type.count(t) for t in types], dtype=float)
+            cache["gavel_types"] = (types, counts)
+        return cache["gavel_types"]
+
+    def allocation(self, sim) -> dict[int, np.ndarray]:
+        jobs = sorted(sim.active_jobs.values(), key=lambda j: (j.spec.submit_time, j.jid))[: self.max_jobs]
+        key = (id(sim), tuple(j.jid for j in jobs))
+        if key == self._key:
+            return self._alloc
+        types, counts = self._types(sim)
+        if not jobs:
+            self._key, self._alloc = key, {}
+            return self._alloc
+        tput = np.array([[1.0 / j.model.iter_time(t) for t in types] for j in jobs])
+        scale = np.array([j.spec.n_gpus for j in jobs], dtype=float)
+        t0 = time.perf_counter()
+        try:
+            X, status = solve_max_min(tput, scale, counts, self.objective, self.time_limit_s)
+        except Exception as exc:  # solver failure: fall back to the fastest type
+            X, status = np.zeros_like(tput), f"error: {exc}"
+        self.solve_seconds += time.perf_counter() - t0
+        self.solves += 1
+        self.last_status = status
+        if not status.endswith("Found"):
+            X = np.zeros_like(tput)
+            X[np.arange(len(jobs)), tput.argmax(axis=1)] = min(1.0, counts.sum() / scale.sum())
+        self._key = key
+        self._alloc = {j.jid: X[i] for i, j in enumerate(jobs)}
+        return self._alloc
+
+    def deficit(self, sim, job: Job, alloc) -> float:
+        x = alloc.get(job.jid)
+        share = float(x.sum()) if x is not None else 0.0
+        in_system = max(1e-9, sim.now - job.spec.submit_time)
+        return share - running_time(sim, job) / in_system
+
+    def type_order(self, sim, task, mask: np.ndarray, alloc) -> list[int]:
+        types, _ = self._types(sim)
+        x = alloc.get(task.job.jid)
+        rank = {t: (-(x[i] if x is not None else 0.0), task.job.model.iter_time(t)) for i, t in enumerate(types)}
+        c = sim.cluster
+        idle = np.add.reduceat((c.gpu_n_tasks == 0).astype(np.int64), c.server_first_gpu)
+        mine = job_servers(task.job)
+        idx = np.flatnonzero(mask).tolist()
+        return sorted(idx, key=lambda s: (rank[c.server_gpu_type[s]], s not in mine, int(idle[s]), s))
+
+    def preferences(self, sim, view: View) -> Iterator[Command]:
+        if not view.place:
+            return iter(())
+        alloc = self.allocation(sim)
+        return self.job_first(sim, view, lambda j: -self.deficit(sim, j, alloc), "exclusive",
+                              lambda s, t, m: self.type_order(s, t, m, alloc), True)

@@ -1,0 +1,38 @@
+"""SLAQ (Zhang et al., SoCC '17): quality-driven scheduling, as MLFS compares against it.
+
+SLAQ gives resources to the jobs with the largest predicted loss reduction per unit of resource. Our
+version ranks jobs by the normalised loss reduction the job would make in the next ``horizon_s``
+(default: one scheduling tick) if it ran at its reference speed, divided by its GPU count:
+
+    score_J = (loss(i) - loss(i + horizon / T_ref)) / (loss(0) - min loss) / n_gpus
+
+where the loss comes from the job's learning curve (SLAQ predicts it online from the observed curve;
+reading the curve is our shortcut). Highest score first, skipping jobs that do not fit; one task per
+GPU, consolidated. SLAQ's fine-grained reallocation of CPU shares between running jobs is not modelled.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from envs.core.job import Job
+
+from .base import Command, Policy, View, current_iters, pack_order, ref_iter_time
+
+
+@dataclass
+class SLAQ(Policy):
+    name = "slaq"
+    source = "SLAQ (Zhang, Stafman, Or, Freedman, SoCC'17); MLFS §4.1 comparison method"
+    horizon_s: float | None = None  # None: the simulator's tick
+
+    def score(self, sim, job: Job) -> float:
+        horizon = sim.config.tick_s if self.horizon_s is None else self.horizon_s
+        it = current_iters(sim, job)
+        ahead = min(job.target_iters, it + horizon / ref_iter_time(sim, job))
+        curve = job.model.curve
+        span = max(1e-12, curve.loss[0] - min(curve.loss))
+        return (job.loss_at_iter(it) - job.loss_at_iter(ahead)) / span / job.spec.n_gpus
+
+    def preferences(self, sim, view: View) -> Iterator[Command]:
+        return self.job_first(sim, view, lambda j: -self.score(sim, j), "exclusive", pack_order, True)

@@ -1,0 +1,74 @@
+"""Tiresias 2D-LAS (Gu et al., NSDI '19), the "2D-LAS" baseline of Hare.
+
+Attained service = GPUs x time the job has run (the 2D attained service, heterogeneity-oblivious).
+Jobs sit in K discretised priority queues by attained service (thresholds in GPU-seconds); a lower
+queue index is served first, FIFO (submission time) inside a queue. Placement is gang, one task per GPU,
+consolidated (servers hosting the job first, then best fit), GPU type ignored.
+
+Preemption: when the best waiting job does not fit and a running job sits in a strictly lower-priority
+queue, the lowest-priority running job (latest submitted among ties) is preempted (``sim.preempt``,
+suspend/resume costs charged by the engine). The env has no preempt action, so this happens only when
+the policy drives a Simulator directly (:func:`baselines.base.run`); through the env Tiresias is
+non-preemptive.
+
+Thresholds: the paper's K and thresholds are operator parameters; we default to K = 2 with one
+threshold at 3600 GPU-seconds (one GPU-hour) and no starvation promotion (``promote_knob`` = None).
+Both are exposed; they are our reading, not numbers printed in the seeds.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from envs.core.job import Job, JobState
+
+from .base import Command, Policy, View, job_fits, pack_order, running_time
+
+
+def queue_index(service: float, thresholds: tuple[float, ...]) -> int:
+    """Queue of a job with ``service`` (0 = highest priority): Q_k holds E_k^L <= service < E_k^H."""
+    return bisect.bisect_right(thresholds, service)
+
+
+@dataclass
+class Tiresias(Policy):
+    name = "tiresias"
+    source = "Tiresias (Gu et al., NSDI'19) 2D-LAS; Hare (TCC'24) 2D-LAS baseline"
+    thresholds: tuple[float, ...] = (3600.0,)  # GPU-seconds; K = len + 1 queues
+    preempt: bool = True
+    promote_knob: float | None = None  # starvation guard: promote to Q_0 when waited > knob x run time
+
+    def service(self, sim, job: Job) -> float:
+        return job.spec.n_gpus * running_time(sim, job)
+
+    def queue(self, sim, job: Job) -> int:
+        q = queue_index(self.service(sim, job), self.thresholds)
+        if self.promote_knob is not None:
+            run = running_time(sim, job)
+            if run > 0 and job.waiting_time > self.promote_knob * run:
+                q = 0
+        return q
+
+    def key(self, sim, job: Job):
+        return (self.queue(sim, job), job.spec.submit_time)
+
+    def preferences(self, sim, view: View) -> Iterator[Command]:
+        yield from self.job_first(sim, view, lambda j: self.key(sim, j), "exclusive", pack_order, True)
+        if self.preempt and view.can_preempt:
+            yield from self._preemptions(sim, view)
+
+    def _preemptions(self, sim, view: View) -> Iterator[Command]:
+        waiting = {t.job.jid: t.job for t in view.place if t.job.n_placed == 0}
+        if not waiting:
+            return
+        head = min(waiting.values(), key=lambda j: (self.key(sim, j), j.jid))
+        qh = self.queue(sim, head)
+        running = [j for j in sim.active_jobs.values()
+                   if j.state == JobState.ACTIVE and j.fully_placed and self.queue(sim, j) > qh]
+        if not running:
+            return
+        victim = max(running, key=lambda j: (self.queue(sim, j), j.spec.submit_time, j.jid))
+        # only if freeing every lower-queue job could make room (otherwise preempting is pointless)
+        if sum(j.spec.n_gpus for j in running) + int((sim.cluster.gpu_n_tasks == 0).sum()) >= head.spec.n_gpus:
+            yield Command("preempt", jid=victim.jid)

@@ -1,0 +1,289 @@
+"""Observation layout and builder for :class:`envs.gym_env.ClusterEnv` (MLFS §3.4 state).
+
+All arrays are float32 with fixed shapes. Unbounded non-negative quantities are squashed with
+``sq(x) = x / (1 + x)`` (0 -> 0, 1 -> 0.5, inf -> 1); signed ones with ``ssq(x) = x / (1 + |x|)``.
+Times are first divided by ``time_scale`` (default 3600 s, so ``sq(t)`` = 0.5 at one hour).
+The column names below (``TASK_COLUMNS`` etc.) are the documentation; docs/env.md repeats them with scales.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+
+import numpy as np
+from gymnasium import spaces
+
+from .core.state import GPU_TYPE_ORDER
+
+# ---------------------------------------------------------------- task rows (W x F_task)
+TASK_STATIC = ("is_ps", "gpu_mem_demand", "gpu_util_demand", "cpu_demand", "mem_demand", "partition_share",
+               "dag_children", "dag_depth", "state_size")
+TASK_DYNAMIC = ("present", "is_running", "task_waiting_time", "task_running_time", "on_overloaded_server")
+JOB_STATIC_TAIL = ("urgency", "max_iterations", "batch_size", "data_size", "n_tasks", "sync_ps",
+                   "accuracy_requirement", "job_index")
+JOB_DYNAMIC_HEAD = ("age", "deadline_slack", "progress", "finished_iterations", "target_progress",
+                    "placed_share", "accuracy", "job_waiting_time", "job_running_time")
+
+SERVER_COLUMNS = ("present", "util_gpu", "util_cpu", "util_mem", "util_net", "free_gpu_mem", "free_cpu",
+                  "free_mem", "n_gpus", "idle_gpus", "overloaded", "nic", "ideal_distance") + tuple(
+    f"gpu_type_{t}" for t in GPU_TYPE_ORDER)
+GLOBAL_COLUMNS = ("time_of_day_sin", "time_of_day_cos", "queue_beyond_window", "queue_tasks", "active_jobs",
+                  "ended_jobs", "pending_jobs", "cluster_overload_degree", "overloaded_servers",
+                  "migration_rows", "sim_time", "round_actions")
+
+
+def _interp(x: float, xs: list, ys: list) -> float:
+    """np.interp for one point (values beyond the ends held constant)."""
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    k = bisect.bisect_right(xs, x)
+    x0, x1 = xs[k - 1], xs[k]
+    return ys[k - 1] + (ys[k] - ys[k - 1]) * (x - x0) / (x1 - x0)
+
+
+def sq(x: float) -> float:
+    return x / (1.0 + x) if x > 0 else 0.0
+
+
+def ssq(x: float) -> float:
+    return x / (1.0 + abs(x))
+
+
+def task_columns(model_names: list[str], loss_history: int) -> tuple[str, ...]:
+    return (TASK_DYNAMIC + TASK_STATIC + tuple(f"model_{m}" for m in model_names) + JOB_STATIC_TAIL
+            + JOB_DYNAMIC_HEAD + tuple(f"loss_reduction_{i}" for i in range(loss_history)))
+
+
+class ObservationBuilder:
+    """Fills preallocated arrays from the simulator; ``build`` returns fresh copies."""
+
+    def __init__(self, W: int, K: int, G: int, model_names: list[str], loss_history: int, time_scale: float):
+        self.W, self.K, self.G, self.H = W, K, G, loss_history
+        self.model_names = list(model_names)
+        self.model_index = {m: i for i, m in enumerate(self.model_names)}
+        self.ts = float(time_scale)
+        self.task_cols = task_columns(self.model_names, loss_history)
+        self.n_dyn = len(TASK_DYNAMIC)
+        self.n_tstat = len(TASK_STATIC)
+        self.n_jstat = len(self.model_names) + len(JOB_STATIC_TAIL)
+        self.n_jdyn = len(JOB_DYNAMIC_HEAD) + loss_history
+        self.F = len(self.task_cols)
+        self._o_tstat = self.n_dyn
+        self._o_jstat = self._o_tstat + self.n_tstat
+        self._o_jdyn = self._o_jstat + self.n_jstat
+        self.tasks = np.zeros((W, self.F), np.float32)
+        self.servers = np.zeros((K, len(SERVER_COLUMNS)), np.float32)
+        self.gpu = np.full((K, G), -1.0, np.float32)
+        self.glob = np.zeros(len(GLOBAL_COLUMNS), np.float32)
+        self._task_static: dict[int, np.ndarray] = {}
+        self._job_static: dict[int, np.ndarray] = {}
+        self._job_dyn: dict[int, tuple[float, np.ndarray]] = {}
+        self._curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def space(self, n_actions: int) -> spaces.Dict:
+        W, K, G = self.W, self.K, self.G
+        return spaces.Dict({
+            "tasks": spaces.Box(-1.0, 1.0, (W, self.F), np.float32),
+            "servers": spaces.Box(-1.0, 2.0, (K, len(SERVER_COLUMNS)), np.float32),
+            "gpu_loads": spaces.Box(-1.0, 4.0, (K, G), np.float32),
+            "global": spaces.Box(-1.0, 1.0, (len(GLOBAL_COLUMNS),), np.float32),
+            "action_mask": spaces.MultiBinary(n_actions),
+        })
+
+    # ------------------------------------------------------------------ per-episode setup
+    def reset(self, sim) -> None:
+        """Precompute cluster-wide normalisers and clear caches (called once per episode)."""
+        c = sim.cluster
+        self._task_static.clear()
+        self._job_static.clear()
+        self._job_dyn.clear()
+        self.max_gmem = float(c.gpu_mem_cap.max())
+        self.max_cpu = float(c.cpu_cap.max())
+        self.max_mem = float(c.mem_cap.max())
+        self.n_jobs = max(1, sim.n_jobs)
+        self.job_pos = {j.jid: i for i, j in enumerate(sim.jobs)}
+        S = c.n_servers
+        self.type_onehot = np.zeros((S, len(GPU_TYPE_ORDER)), np.float32)
+        self.type_onehot[np.arange(S), c.server_type_id] = 1.0
+        self.n_gpus_f = (c.server_n_gpus / self.G).astype(np.float32)
+        self.nic_f = np.minimum(c.nic_gbps / 100.0, 2.0).astype(np.float32)
+        # per-GPU-slot gather index for the (K, G) load matrix
+        slot = np.arange(self.G)
+        self.gpu_idx = c.server_first_gpu[:, None] + slot[None, :]
+        self.gpu_valid = slot[None, :] < c.server_n_gpus[:, None]
+        self.gpu_idx = np.where(self.gpu_valid, self.gpu_idx, 0)
+        self.task_static = np.stack([self._tstat(t) for t in sim.tasks]) if sim.tasks else np.zeros((0, self.n_tstat), np.float32)
+        self.job_static = np.stack([self._jstat(j) for j in sim.jobs]) if sim.jobs else np.zeros((0, self.n_jstat), np.float32)
+
+    # ------------------------------------------------------------------ caches
+    def _tstat(self, task) -> np.ndarray:
+        a = self._task_static.get(task.tid)
+        if a is None:
+            t = task.t
+            a = np.array([
+                1.0 if task.is_ps else 0.0,
+                t.gpu_memory_gb / self.max_gmem,
+                min(1.0, t.gpu_util),
+                min(1.0, t.cpu_cores / self.max_cpu),
+                min(1.0, t.memory_gb / self.max_mem),
+                t.share,
+                min(1.0, len(t.children) / 8.0),
+                min(1.0, t.depth / 8.0),
+                sq(t.state_mb / 1000.0),
+            ], np.float32)
+            self._task_static[task.tid] = a
+        return a
+
+    def _jstat(self, job) -> np.ndarray:
+        a = self._job_static.get(job.jid)
+        if a is None:
+            s, m = job.spec, job.model
+            a = np.zeros(self.n_jstat, np.float32)
+            i = self.model_index.get(s.model)
+            if i is not None:
+                a[i] = 1.0
+            o = len(self.model_names)
+            a[o:] = (
+                s.urgency / 10.0,
+                min(1.0, math.log1p(s.max_iterations) / math.log1p(1e7)),
+                min(1.0, math.log2(max(1, m.batch_size)) / 12.0),
+                min(1.0, s.data_size_mb / 1000.0),
+                min(1.0, job.n_tasks / 64.0),
+                1.0 if s.sync == "ps" else 0.0,
+                s.accuracy_requirement,
+                self.job_pos.get(job.jid, 0) / self.n_jobs,
+            )
+            self._job_static[job.jid] = a
+        return a
+
+    def _curve(self, job) -> tuple[np.ndarray, np.ndarray]:
+        cv = self._curves.get(job.model.name)
+        if cv is None:
+            c = job.model.curve
+            cv = (list(c.x), list(c.loss))
+            self._curves[job.model.name] = cv
+        return cv
+
+    def _acc_curve(self, job) -> tuple[list, list]:
+        key = ("acc", job.model.name)
+        cv = self._curves.get(key)
+        if cv is None:
+            c = job.model.curve
+            cv = (list(c.x), list(c.accuracy))
+            self._curves[key] = cv
+        return cv
+
+    def _jdyn(self, job, now: float) -> np.ndarray:
+        hit = self._job_dyn.get(job.jid)
+        if hit is not None and hit[0] == now:
+            return hit[1]
+        s, ts = job.spec, self.ts
+        maxit = float(s.max_iterations)
+        it = job.iters
+        # progress not yet materialised (job running since last_update): extrapolate to now for the features
+        if job.rate > 0 and job.fully_placed and job.state == 1:
+            start = max(job.last_update, job.paused_until)
+            if now > start:
+                it = min(job.target_iters, it + job.rate * (now - start))
+        H = self.H
+        a = np.zeros(self.n_jdyn, np.float32)
+        xs, ls = self._curve(job)
+        i = math.floor(it)
+        if i >= 1:
+            # loss at iterations i, i-1, ..., i-H and at 0 (MLFS Eq. 2); pure-Python interpolation (fast)
+            lv = [_interp(max(0, i - j) / maxit, xs, ls) for j in range(H + 1)]
+            total = ls[0] - lv[0]
+            if total > 0:
+                o = len(JOB_DYNAMIC_HEAD)
+                for j in range(H):
+                    if i - j >= 1:
+                        a[o + j] = min(1.0, max(0.0, (lv[j + 1] - lv[j]) / total))
+        waiting = job.waiting_time + max(0.0, now - job.last_update) * (0.0 if job.fully_placed else 1.0)
+        a[:len(JOB_DYNAMIC_HEAD)] = (
+            sq((now - s.submit_time) / ts),
+            ssq((s.deadline - now) / ts),
+            min(1.0, it / maxit),
+            min(1.0, math.log1p(it) / math.log1p(1e7)),
+            min(1.0, job.target_iters / maxit),
+            job.n_placed / job.n_tasks,
+            _interp(it / maxit, *self._acc_curve(job)),
+            sq(waiting / ts),
+            sq(job.running_time / ts),
+        )
+        self._job_dyn[job.jid] = (now, a)
+        return a
+
+    # ------------------------------------------------------------------ build
+    def build(self, sim, candidates, kinds, dest: np.ndarray, dist: np.ndarray, util: dict, U: np.ndarray,
+              mask: np.ndarray, queue_beyond: int, round_actions: int, clock_offset: float) -> dict:
+        now = sim.now
+        ts = self.ts
+        c = sim.cluster
+        T = self.tasks
+        T.fill(0.0)
+        o1, o2, o3 = self._o_tstat, self._o_jstat, self._o_jdyn
+        over = c.overloaded
+        rows = [r for r, t in enumerate(candidates) if t is not None]
+        n_mig = 0
+        if rows:
+            dyn = []
+            jd = []
+            tids = []
+            jobs = []
+            for r in rows:
+                task = candidates[r]
+                job = task.job
+                tids.append(task.tid)
+                jobs.append(self.job_pos[job.jid])
+                if kinds[r] == "migrate":
+                    n_mig += 1
+                    dyn.append((1.0, 1.0, sq(task.waited / ts), sq((now - task.placed_at) / ts),
+                                1.0 if over[task.server] else 0.0))
+                else:
+                    dyn.append((1.0, 0.0, sq((task.waited + now - task.queued_since) / ts), 0.0, 0.0))
+                jd.append(self._jdyn(job, now))
+            n = len(rows)
+            T[:n, :o1] = dyn
+            T[:n, o1:o2] = self.task_static[tids]
+            T[:n, o2:o3] = self.job_static[jobs]
+            T[:n, o3:] = jd
+
+        # servers
+        Sv = self.servers
+        G = self.gpu
+        valid = dest >= 0
+        d = dest[valid]
+        k = len(d)
+        if k < self.K:
+            Sv.fill(0.0)
+            G.fill(-1.0)
+        if k:
+            gidx = self.gpu_idx[d]
+            gval = self.gpu_valid[d]
+            Sv[:k, 0] = 1.0
+            Sv[:k, 1:5] = U[d]
+            Sv[:k, 5] = c.server_max_free_gpu_mem[d] / self.max_gmem
+            Sv[:k, 6] = (c.cpu_cap[d] - c.cpu_alloc[d]) / self.max_cpu
+            Sv[:k, 7] = (c.mem_cap[d] - c.mem_alloc[d]) / self.max_mem
+            Sv[:k, 8] = self.n_gpus_f[d]
+            Sv[:k, 9] = ((c.gpu_n_tasks[gidx] == 0) & gval).sum(axis=1) / self.G
+            Sv[:k, 10] = over[d]
+            Sv[:k, 11] = self.nic_f[d]
+            Sv[:k, 12] = np.minimum(dist * 0.5, 2.0)
+            Sv[:k, 13:] = self.type_onehot[d]
+            G[:k] = np.where(gval, np.minimum(c.gpu_load[gidx], 4.0), -1.0)
+
+        # global
+        gl = self.glob
+        tod = 2.0 * math.pi * ((clock_offset + now) % 86400.0) / 86400.0
+        n = self.n_jobs
+        ended = sim.metrics.jobs_ended
+        active = len(sim.active_jobs)
+        ocd = float(np.sqrt((U * U).mean(axis=1)).mean())  # == sim.cluster_overload_degree()
+        gl[:] = (math.sin(tod), math.cos(tod), sq(queue_beyond / self.W), sq(len(sim.queue) / self.W),
+                 active / n, ended / n, (n - ended - active) / n, min(1.0, ocd), np.count_nonzero(over) / len(over),
+                 n_mig / self.W, sq(now / (24.0 * ts)), sq(round_actions / self.W))
+        return {"tasks": T.copy(), "servers": Sv.copy(), "gpu_loads": G.copy(), "global": gl.copy(),
+                "action_mask": mask.astype(np.int8)}
