@@ -26,7 +26,7 @@ class HeuristicAgent:
         self.env = env
         self.max_preferences = max_preferences
         self._sim = None
-        self.fallbacks = 0  # predict calls where no preference was allowed and the round was ended
+        self.end_rounds = 0  # predict calls that ended the round (no allowed preference left)
 
     @property
     def name(self) -> str:
@@ -79,5 +79,5 @@ class HeuristicAgent:
             if a is not None and 0 <= a < len(mask) and mask[a]:
                 self.policy.observe(sim, cmd)
                 return np.int64(a), None
-        self.fallbacks += 1
+        self.end_rounds += 1
         return np.int64(end), None

@@ -201,12 +201,34 @@ def server_mask(sim: "Simulator", task: Task, mode: str = "fit", h: float | None
             cpu = cpu.copy(); mem = mem.copy()
             cpu[task.server] -= task.t.cpu_cores * f
             mem[task.server] -= task.t.memory_gb * f
-        ok = ok & ~c.overloaded & (cpu <= h * c.cpu_cap) & (mem <= h * c.mem_cap)
+        ok = ok & ~effective_overload(sim) & (cpu <= h * c.cpu_cap) & (mem <= h * c.mem_cap)
         if not task.is_ps:
-            g = (c.gpu_mem_cap - c.gpu_mem_used + 1e-9 >= task.t.gpu_memory_gb) & (
-                c.gpu_load + task_gpu_use(task) <= h + 1e-9)
+            g = (c.gpu_mem_cap - c.gpu_mem_used + 1e-9 >= task.t.gpu_memory_gb) & gpu_headroom(
+                c.gpu_load, task_gpu_use(task), h)
             ok &= _any_per_server(sim, g)
         return ok
+
+
+def gpu_headroom(load: np.ndarray, use: float, h: float) -> np.ndarray:
+    """A GPU "will not be overloaded by hosting the task": load + use <= h, or the GPU is idle (a task
+    whose own use exceeds h -- the catalogue has models at 0.95 -- may still run alone; otherwise it
+    could never be placed)."""
+    return (load + use <= h + 1e-9) | (load <= 1e-9)
+
+
+def hot_gpus(sim: "Simulator") -> np.ndarray:
+    """GPUs overloaded by sharing: load above h_r with at least two tasks on them. A GPU overloaded by
+    its single task is not something placement or migration can fix (the task overloads any GPU)."""
+    c = sim.cluster
+    return (c.gpu_load > sim.config.overload_threshold) & (c.gpu_n_tasks >= 2)
+
+
+def effective_overload(sim: "Simulator") -> np.ndarray:
+    """Servers overloaded in a way scheduling can address: CPU, memory or NIC above h_r, or a shared GPU
+    above h_r (see :func:`hot_gpus`). Equal to the engine's flag except for single-task GPU overload."""
+    c, h = sim.cluster, sim.config.overload_threshold
+    return (c.overloaded & ((c.cpu_use > h * c.cpu_cap) | (c.mem_use > h * c.mem_cap)
+                            | (c.net_mbps > h * c.nic_gbps * 125.0))) | _any_per_server(sim, hot_gpus(sim))
     raise ValueError(f"unknown server mode {mode!r}")
 
 
@@ -250,7 +272,7 @@ def spread_order(sim: "Simulator", task: Task, mask: np.ndarray) -> list[int]:
 
 
 def job_fits(sim: "Simulator", job: Job, mode: str = "exclusive", servers: np.ndarray | None = None,
-             h: float | None = None) -> bool:
+             h: float | None = None, empty: bool = False) -> bool:
     """Can every waiting task of ``job`` be placed right now (under ``mode``), given what is free?
 
     A greedy dry run on copies of the free capacities (tasks in DAG order, each on the first server
@@ -260,21 +282,26 @@ def job_fits(sim: "Simulator", job: Job, mode: str = "exclusive", servers: np.nd
     c = sim.cluster
     if h is None:
         h = 1.0 if mode == "share" else sim.config.overload_threshold
-    cpu_free = c.cpu_cap - c.cpu_alloc
-    mem_free = c.mem_cap - c.mem_alloc
-    cpu_use, mem_use = c.cpu_use.copy(), c.mem_use.copy()
-    gmem = c.gpu_mem_cap - c.gpu_mem_used
-    gload = c.gpu_load.copy()
-    gn = c.gpu_n_tasks.copy()
+    if empty:  # would it fit on the idle cluster? (static feasibility under ``mode``)
+        cpu_free, mem_free = c.cpu_cap.copy(), c.mem_cap.copy()
+        cpu_use, mem_use = np.zeros_like(c.cpu_use), np.zeros_like(c.mem_use)
+        gmem, gload, gn = c.gpu_mem_cap.copy(), np.zeros_like(c.gpu_load), np.zeros_like(c.gpu_n_tasks)
+    else:
+        cpu_free = c.cpu_cap - c.cpu_alloc
+        mem_free = c.mem_cap - c.mem_alloc
+        cpu_use, mem_use = c.cpu_use.copy(), c.mem_use.copy()
+        gmem = c.gpu_mem_cap - c.gpu_mem_used
+        gload = c.gpu_load.copy()
+        gn = c.gpu_n_tasks.copy()
     allowed = np.ones(c.n_servers, dtype=bool)
     if servers is not None and len(servers) != c.n_servers:
         allowed[:] = False
         allowed[servers] = True
-    if mode == "headroom":
-        allowed &= ~c.overloaded
+    if mode == "headroom" and not empty:
+        allowed &= ~effective_overload(sim)
     first = c.server_first_gpu
     for t in job.tasks:
-        if t.state != TaskState.WAITING:
+        if t.state != TaskState.WAITING and not empty:
             continue
         tt, f = t.t, job.usage_factor
         ok = allowed & (cpu_free + 1e-9 >= tt.cpu_cores) & (mem_free + 1e-9 >= tt.memory_gb)
@@ -284,7 +311,9 @@ def job_fits(sim: "Simulator", job: Job, mode: str = "exclusive", servers: np.nd
             g = gmem + 1e-9 >= tt.gpu_memory_gb
             if mode == "exclusive":
                 g &= gn == 0
-            elif mode in ("headroom", "share"):
+            elif mode == "headroom":
+                g &= gpu_headroom(gload, task_gpu_use(t), h)
+            elif mode == "share":
                 g &= gload + task_gpu_use(t) <= h + 1e-9
             ok &= np.logical_or.reduceat(g, first)
         cand = np.flatnonzero(ok)
@@ -383,7 +412,7 @@ def overloaded_resources(sim: "Simulator", s: int) -> np.ndarray:
     """Which of (GPU, CPU, memory, network) are above h_r on server ``s`` (GPU: any of its GPUs)."""
     c, h = sim.cluster, sim.config.overload_threshold
     g = c.server_gpus(s)
-    return np.array([bool((c.gpu_load[g.start:g.stop] > h).any()), c.cpu_use[s] > h * c.cpu_cap[s],
+    return np.array([bool(hot_gpus(sim)[g.start:g.stop].any()), c.cpu_use[s] > h * c.cpu_cap[s],
                      c.mem_use[s] > h * c.mem_cap[s], c.net_mbps[s] > h * c.nic_gbps[s] * 125.0])
 
 
@@ -438,7 +467,7 @@ class Policy:
 
     def observe(self, sim: "Simulator", cmd: Command) -> None:
         """Record a command about to be (or just) executed."""
-        if cmd.kind in ("migrate", "requeue"):
+        if cmd.kind in ("migrate", "requeue", "place"):
             self._touched.add(cmd.tid)
         elif cmd.kind == "preempt":
             self._touched.update(t.tid for t in sim.job_by_id[cmd.jid].tasks)

@@ -44,10 +44,10 @@ def solve_max_min(tput: np.ndarray, scale: np.ndarray, counts: np.ndarray, objec
     J, K = tput.shape
     eq = (tput * counts[None, :]).sum(axis=1) / counts.sum()
     prob = pulp.LpProblem("gavel", pulp.LpMaximize)
-    x = {(j, k): pulp.LpVariable(f"x_{j}_{k}", lowBound=0) for j in range(J) for k in range(K)}
+    x = {(j, k): prob.add_variable(f"x_{j}_{k}", lowBound=0) for j in range(J) for k in range(K)}
     norm = {j: pulp.lpSum(float(tput[j, k] / eq[j]) * x[j, k] for k in range(K)) for j in range(J)}
     if objective == "max-min":
-        t = pulp.LpVariable("t", lowBound=0)
+        t = prob.add_variable("t", lowBound=0)
         prob += t
         for j in range(J):
             prob += norm[j] >= t

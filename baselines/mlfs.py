@@ -41,7 +41,7 @@ import numpy as np
 
 from envs.core.job import Job, JobState, Task, TaskState
 
-from .base import (Command, current_iters, Policy, View, ideal_host_order, ideal_task_choice, ref_iter_time, remaining_time,
+from .base import (Command, current_iters, job_fits, sim_cache, effective_overload, hot_gpus, Policy, View, ideal_host_order, ideal_task_choice, overloaded_resources, ref_iter_time, remaining_time,
                    restrict, server_mask, server_util_matrix, waiting_time)
 
 
@@ -76,6 +76,7 @@ class MLFH(Policy):
     migrate: bool = True  # handle overloaded servers (§3.3.3)
     time_unit_s: float = 3600.0
     min_time_s: float = 60.0
+    migration_cooldown_s: float = 600.0  # a task placed/moved less than this ago is not moved (anti-thrash)
 
     # ------------------------------------------------------------------ priority
     def job_priorities(self, sim, job: Job) -> list[float]:
@@ -131,8 +132,21 @@ class MLFH(Policy):
             yield from self._migrations(sim, view, util)
         yield from self._placements(sim, view, util)
 
+    def mode(self, sim, job: Job) -> str:
+        """"headroom" (never overload a server by placing, §3.3.2) unless the job could not be placed
+        that way even on the idle cluster (e.g. 4 tasks of 8 cores on 32-core servers exceed h_r = 90%):
+        then plain admission ("fit"), else it would wait forever (and block the env's window)."""
+        cache = sim_cache(sim).setdefault("mlfh_mode", {})
+        m = cache.get(job.jid)
+        if m is None:
+            m = cache[job.jid] = "headroom" if job_fits(sim, job, "headroom", h=self.h_r, empty=True) else "fit"
+        return m
+
     def _host_order(self, sim, task: Task, view: View, util, moving: bool = False) -> list[int]:
-        mask = restrict(server_mask(sim, task, "headroom", self.h_r, moving=moving), view.servers)
+        mode = self.mode(sim, task.job)
+        mask = restrict(server_mask(sim, task, mode, self.h_r, moving=moving), view.servers)
+        if mode == "fit":
+            mask &= ~effective_overload(sim)
         if moving:
             mask[task.server] = False
         return ideal_host_order(sim, task, mask, util)
@@ -149,7 +163,7 @@ class MLFH(Policy):
             job = t.job
             if job.jid in blocked:
                 continue
-            if not self.fits(sim, job, "headroom", view.servers):
+            if not self.fits(sim, job, self.mode(sim, job), view.servers):
                 blocked.add(job.jid)
                 continue
             for s in self._host_order(sim, t, view, util):
@@ -157,15 +171,19 @@ class MLFH(Policy):
 
     def _migrations(self, sim, view: View, util) -> Iterator[Command]:
         c = sim.cluster
+        over = effective_overload(sim)
+        hot_g = hot_gpus(sim)
         by_server: dict[int, list[Task]] = {}
         for t in view.migrate:
-            if t.state == TaskState.RUNNING and c.overloaded[t.server] and t.tid not in self._touched:
+            if (t.state == TaskState.RUNNING and over[t.server] and t.tid not in self._touched
+                    and sim.now - t.placed_at >= self.migration_cooldown_s):
                 by_server.setdefault(t.server, []).append(t)
         for s in sorted(by_server):
             tasks = by_server[s]
+            if len(c.server_tasks[s]) < 2:
+                continue  # a lone task overloads any server: moving it cannot help
             prio = self._prio_map(sim, tasks)
-            g = c.server_gpus(s)
-            hot = {gi for gi in g if c.gpu_load[gi] > self.h_r}
+            hot = {gi for gi in c.server_gpus(s) if hot_g[gi]}
             if hot:
                 on_hot = sorted((t for t in tasks if t.gpu in hot), key=lambda t: (prio[t.tid], t.tid))
                 pool = on_hot[:max(1, math.ceil(self.p_s * len(on_hot)))] if on_hot else []
@@ -176,7 +194,11 @@ class MLFH(Policy):
                 continue
             for dest in self._host_order(sim, pick, view, util, moving=True):
                 yield Command("migrate", pick.tid, dest)
-            yield Command("requeue", pick.tid)
+            if overloaded_resources(sim, s)[:3].any():
+                # back to the queue only when GPU, CPU or memory is overloaded: leaving frees them.
+                # A NIC overload is caused by the job's own cross-server traffic, which requeueing one
+                # task would not cure (the job would stop and be placed again: a livelock we observed).
+                yield Command("requeue", pick.tid)
 
 
 @dataclass

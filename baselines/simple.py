@@ -64,6 +64,7 @@ class Random(Policy):
     source = "uniform random over valid actions (sanity baseline)"
     uniform_over_mask = True
     seed: int = 0
+    core_window: int = 16  # core level only: the first tasks of the view considered (like the env's window)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -71,10 +72,10 @@ class Random(Policy):
 
     def preferences(self, sim, view: View) -> Iterator[Command]:
         opts: list[Command | None] = [None]
-        for t in view.place:
+        for t in view.place[: self.core_window]:
             for s in np.flatnonzero(restrict(server_mask(sim, t, "fit"), view.servers)):
                 opts.append(Command("place", t.tid, int(s)))
-        for t in view.migrate:
+        for t in view.migrate[: self.core_window]:
             if t.tid in self._touched:
                 continue
             opts.append(Command("requeue", t.tid))

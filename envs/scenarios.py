@@ -67,7 +67,7 @@ def cluster_spec(cfg):
     return presets.cluster_preset(cfg.cluster)
 
 
-def episode_jobs(cfg, cluster, rng: np.random.Generator, models=None) -> tuple[list, dict]:
+def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
     """Job specs of one episode and a description (window start, seeds). All randomness from ``rng``."""
     from .core.mapping import MappingConfig, to_job_specs
 
@@ -110,14 +110,4 @@ def episode_jobs(cfg, cluster, rng: np.random.Generator, models=None) -> tuple[l
             except AttributeError:
                 pass
         info["window_start"] = start
-    if models is not None:
-        specs = _to_specs_with(df, map_seed, mcfg, models)
-    else:
-        specs = to_job_specs(df, map_seed, mcfg)
-    return specs, info
-
-
-def _to_specs_with(df, seed, mcfg, models):
-    from .core.mapping import to_job_specs
-
-    return to_job_specs(df, seed, mcfg)
+    return to_job_specs(df, map_seed, mcfg), info

@@ -164,15 +164,21 @@ def reference_iteration_time(model: ModelProfile, n_partitions: int, n_replicas:
                           [intra_gbps] * (max(servers) + 1), [nic_gbps] * (max(servers) + 1))[0]
 
 
-def iteration_time(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int], gpus: list[int],
-                   base_time: list[float], slowdown: list[float], intra: list[float], nic: list[float],
-                   ) -> tuple[float, dict[tuple[int, int], float]]:
-    """Iteration time of a fully placed job and its cross-server MB per iteration per server pair.
+@dataclass
+class PlacementPlan:
+    """Everything about a job's iteration that depends only on where its tasks are (transfer times,
+    synchronisation time, cross-server bytes), so a change of contention only re-runs the critical path."""
 
-    ``servers[k]``/``gpus[k]``: location of task k (gpu -1 for the PS); ``base_time[k]``: the model's
-    iteration time on task k's GPU type; ``slowdown[k]`` >= 1: contention factor; ``intra``/``nic``:
-    per-server bandwidths (indexed by server id).
-    """
+    order: list[tuple[int, int, tuple[tuple[int, float], ...]]]  # (task, replica, ((parent, edge s), ...)) in topological order
+    shared_gpu_groups: list[tuple[int, tuple[int, ...]]]  # (replica, tasks of that replica on one GPU), only groups > 1
+    n_replicas: int
+    sync_s: float
+    cross: dict[tuple[int, int], float]
+
+
+def placement_plan(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int], gpus: list[int],
+                   intra: list[float], nic: list[float]) -> PlacementPlan:
+    """Transfer, sync and cross-server figures of a fully placed job (see the module docstring)."""
     cross: dict[tuple[int, int], float] = {}
 
     def add_cross(a: int, b: int, mb: float) -> None:
@@ -184,51 +190,78 @@ def iteration_time(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int],
         sa, sb = servers[a], servers[b]
         return link_gbps(sa, sb, gpus[a], gpus[b], intra[sa], nic[sa], nic[sb])
 
-    compute = [t.compute_share * base_time[t.index] * slowdown[t.index] for t in tasks]
-    finish = [0.0] * len(tasks)
-    worst = 0.0
     workers = [t for t in tasks if t.kind == "worker"]
-    # Tasks are stored in topological order within a replica (layer by layer), so one pass suffices.
-    per_replica_gpu: dict[tuple[int, int], float] = {}
-    replica_end: dict[int, float] = {}
-    for t in workers:
-        start = 0.0
+    order = []
+    groups: dict[tuple[int, int], list[int]] = {}
+    for t in workers:  # tasks are stored layer by layer within a replica: already topological
+        edges = []
         for p in t.parents:
             if tasks[p].kind == "ps":
                 continue
-            start = max(start, finish[p] + transfer_s(spec.comm_worker_mb, bw(p, t.index)))
+            edges.append((p, transfer_s(spec.comm_worker_mb, bw(p, t.index))))
             add_cross(servers[p], servers[t.index], spec.comm_worker_mb)
-        finish[t.index] = start + compute[t.index]
-        key = (t.replica, gpus[t.index])
-        per_replica_gpu[key] = per_replica_gpu.get(key, 0.0) + compute[t.index]
-        replica_end[t.replica] = max(replica_end.get(t.replica, 0.0), finish[t.index])
-    for (replica, _gpu), busy in per_replica_gpu.items():
-        replica_end[replica] = max(replica_end[replica], busy)
-    worst = max(replica_end.values()) if replica_end else 0.0
+        order.append((t.index, t.replica, tuple(edges)))
+        groups.setdefault((t.replica, gpus[t.index]), []).append(t.index)
 
     sync = 0.0
-    R = spec.n_replicas
     if spec.sync == "ps":
-        ps = tasks[0].index
-        ps_server = servers[ps]
+        ps_server = servers[0]
         cross_total = 0.0
+        mb = 2.0 * spec.comm_ps_mb  # push gradients, pull parameters
         for t in workers:
-            mb = 2.0 * spec.comm_ps_mb
-            sync = max(sync, transfer_s(mb, bw(t.index, ps)))
+            sync = max(sync, transfer_s(mb, bw(t.index, 0)))
             if servers[t.index] != ps_server:
                 cross_total += mb
                 add_cross(servers[t.index], ps_server, mb)
         sync = max(sync, transfer_s(cross_total, nic[ps_server]))
-    elif R > 1:
-        vol = 2.0 * (R - 1) / R * spec.comm_ps_mb
+    elif spec.n_replicas > 1:
+        vol = 2.0 * (spec.n_replicas - 1) / spec.n_replicas * spec.comm_ps_mb
         by_partition: dict[int, list[int]] = {}
         for t in workers:
             by_partition.setdefault(t.partition, []).append(t.index)
         for members in by_partition.values():
-            ring_time = 0.0
             for i, a in enumerate(members):
                 b = members[(i + 1) % len(members)]
-                ring_time = max(ring_time, transfer_s(vol, bw(a, b)))
+                sync = max(sync, transfer_s(vol, bw(a, b)))
                 add_cross(servers[a], servers[b], vol)
-            sync = max(sync, ring_time)
-    return worst + sync, cross
+    shared = [(r, tuple(ks)) for (r, _g), ks in groups.items() if len(ks) > 1]
+    return PlacementPlan(order, shared, spec.n_replicas, sync, cross)
+
+
+def critical_time(plan: PlacementPlan, compute: list[float]) -> float:
+    """Iteration time given per-task compute seconds: the slowest replica's critical path (tasks of a
+    replica sharing a GPU take at least their summed compute) plus the sync time."""
+    order = plan.order
+    if len(order) == 1:
+        return compute[order[0][0]] + plan.sync_s
+    finish = [0.0] * len(compute)
+    replica_end = [0.0] * plan.n_replicas
+    for k, r, edges in order:
+        start = 0.0
+        for p, e in edges:
+            v = finish[p] + e
+            if v > start:
+                start = v
+        f = start + compute[k]
+        finish[k] = f
+        if f > replica_end[r]:
+            replica_end[r] = f
+    for r, ks in plan.shared_gpu_groups:
+        busy = sum(compute[k] for k in ks)
+        if busy > replica_end[r]:
+            replica_end[r] = busy
+    return max(replica_end) + plan.sync_s
+
+
+def iteration_time(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int], gpus: list[int],
+                   base_time: list[float], slowdown: list[float], intra: list[float], nic: list[float],
+                   ) -> tuple[float, dict[tuple[int, int], float]]:
+    """Iteration time of a fully placed job and its cross-server MB per iteration per server pair.
+
+    ``servers[k]``/``gpus[k]``: location of task k (gpu -1 for the PS); ``base_time[k]``: the model's
+    iteration time on task k's GPU type; ``slowdown[k]`` >= 1: contention factor; ``intra``/``nic``:
+    per-server bandwidths (indexed by server id).
+    """
+    plan = placement_plan(tasks, spec, servers, gpus, intra, nic)
+    compute = [t.compute_share * base_time[t.index] * slowdown[t.index] for t in tasks]
+    return critical_time(plan, compute), plan.cross

@@ -16,7 +16,8 @@ Job progress is rate-based between events, so a job costs a handful of events wh
 Contention model (README, "Overload and contention"): admission checks *nominal* demands (GPU memory,
 CPU cores, host memory must fit; GPU memory is never over-committed). Actual usage varies around the
 demand (a per-job factor resampled at exponential intervals). A server is overloaded when any resource's
-actual utilisation (GPU, CPU, memory, NIC) exceeds ``h_r``, or any of its GPUs does. Tasks slow down in
+actual utilisation (CPU, memory, NIC) exceeds ``h_r``, or any of its GPUs shared by several jobs has a
+summed utilisation above ``h_r`` (one job alone keeps a GPU busy, it does not overload it). Tasks slow down in
 proportion to over-commitment: a GPU shared by several jobs whose summed utilisation ``u`` exceeds 1 runs
 each of them at ``1/u``; a server whose CPU or memory use exceeds capacity slows all its tasks by the
 largest ratio. Network over-commitment is reported (and counts as overload) but does not slow transfers.
@@ -31,7 +32,7 @@ from typing import Callable, Iterable, Protocol
 import numpy as np
 
 from .catalogue import ModelProfile
-from .dag import iteration_time
+from .dag import critical_time, placement_plan
 from .hardware import ClusterSpec
 from .job import Job, JobState, Task, TaskState, make_job
 from .metrics import Metrics
@@ -40,6 +41,9 @@ from .workload import STOP_OPTIONS, JobSpec
 
 # event kinds, in tie-break order at equal times: state changes before the tick that reacts to them
 EV_COMPLETE, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_TICK = range(7)
+
+
+DECIDE_ON = ("actionable", "placement", "queue", "always")
 
 
 class InvalidCommand(ValueError):
@@ -51,7 +55,10 @@ class SimConfig:
     """Simulator parameters (defaults from MLFS §4.1 where it gives them)."""
 
     tick_s: float = 60.0  # MLFS: "the job scheduler runs every minute"
-    decide_on: str = "actionable"  # "actionable" | "queue" | "always": which ticks are decision points
+    # which ticks are decision points: "actionable" (a ready task fits somewhere, or an overloaded server
+    # has tasks to move), "placement" (a ready task fits: for policies that never migrate), "queue" (any
+    # task waits), "always" (every tick while jobs are active)
+    decide_on: str = "actionable"
     overload_threshold: float = 0.9  # h_r
     cluster_overload_threshold: float = 0.9  # h_s (on the RMS of a server's utilisation vector)
     usage_change_mean_s: float = 600.0  # mean time between resource-use changes of a job; 0 = constant
@@ -67,8 +74,8 @@ class SimConfig:
     record_series: bool = True
 
     def __post_init__(self) -> None:
-        if self.decide_on not in ("actionable", "queue", "always"):
-            raise ValueError(f"SimConfig.decide_on must be 'actionable', 'queue' or 'always', got {self.decide_on!r}")
+        if self.decide_on not in DECIDE_ON:
+            raise ValueError(f"SimConfig.decide_on must be one of {DECIDE_ON}, got {self.decide_on!r}")
         if self.tick_s <= 0:
             raise ValueError(f"SimConfig.tick_s must be > 0, got {self.tick_s}")
         if not 0 < self.overload_threshold:
@@ -110,7 +117,7 @@ class Simulator:
         self.metrics = Metrics(self.cluster.n_servers)
         self._events: list = []
         self._seq = 0
-        self._dirty: set[Job] = set()
+        self._dirty: dict[Job, None] = {}  # insertion-ordered: deterministic across processes
         self._tick_at = math.inf  # earliest pending tick
         self._last_tick = -math.inf  # time of the last tick processed
         self._usage_pending: set[int] = set()
@@ -432,8 +439,8 @@ class Simulator:
             if job.state == JobState.ACTIVE:
                 self._touch(job)
                 job.acc_at_deadline = job.accuracy()
-        elif kind == EV_RESUME:
-            if job.state == JobState.ACTIVE and token == job.epoch:
+        elif kind == EV_RESUME:  # a checkpoint/restore pause ended: materialise progress, nothing else changes
+            if job.state == JobState.ACTIVE:
                 self._touch(job)
         elif kind == EV_USAGE:
             self._usage_pending.discard(job.jid)
@@ -488,7 +495,7 @@ class Simulator:
         task.placed_at = self.now
         c.cpu_alloc[server] += t.cpu_cores
         c.mem_alloc[server] += t.memory_gb
-        c.server_tasks[server].add(task)
+        c.server_tasks[server][task] = None
         if gpu >= 0:
             c.gpu_mem_used[gpu] += t.gpu_memory_gb
             c.gpu_n_tasks[gpu] += 1
@@ -496,6 +503,7 @@ class Simulator:
         self._apply_usage(task, +1.0)
         job = task.job
         job.n_placed += 1
+        job.plan = None
         self._schedule_usage(job)
         self._refresh_servers((server,), (gpu,) if gpu >= 0 else ())
 
@@ -505,13 +513,14 @@ class Simulator:
         self._apply_usage(task, -1.0)
         c.cpu_alloc[server] -= t.cpu_cores
         c.mem_alloc[server] -= t.memory_gb
-        c.server_tasks[server].discard(task)
+        del c.server_tasks[server][task]
         if gpu >= 0:
             c.gpu_mem_used[gpu] -= t.gpu_memory_gb
             c.gpu_n_tasks[gpu] -= 1
             c.gpu_tasks[gpu].remove(task)
         task.server, task.gpu = -1, -1
         task.job.n_placed -= 1
+        task.job.plan = None
         self._refresh_servers((server,), (gpu,) if gpu >= 0 else ())
 
     def _refresh_servers(self, servers: Iterable[int], gpus: Iterable[int]) -> None:
@@ -522,6 +531,7 @@ class Simulator:
             for t in c.gpu_tasks[g]:
                 per_job[t.job] = max(per_job.get(t.job, 0.0), self._task_gpu_use(t))
             new = sum(per_job.values())
+            c.gpu_n_jobs[g] = len(per_job)
             if new != c.gpu_load[g]:
                 old_slow = max(1.0, c.gpu_load[g])
                 c.gpu_load[g] = new
@@ -531,9 +541,12 @@ class Simulator:
         h = self.config.overload_threshold
         for s in servers:
             c.refresh_free_gpu_mem(s)
-            gl = c.gpu_load[c.server_first_gpu[s]:c.server_first_gpu[s] + c.server_n_gpus[s]]
+            lo, hi = c.server_first_gpu[s], c.server_first_gpu[s] + c.server_n_gpus[s]
+            # a GPU is overloaded when jobs *share* it beyond h_r: one job alone at high utilisation is busy,
+            # not contended, and moving it would not help (Gandiva's rule judges shared GPUs too)
             over = bool(c.cpu_use[s] > h * c.cpu_cap[s] or c.mem_use[s] > h * c.mem_cap[s]
-                        or c.net_mbps[s] > h * c.nic_gbps[s] * 125.0 or (gl > h).any())
+                        or c.net_mbps[s] > h * c.nic_gbps[s] * 125.0
+                        or ((c.gpu_load[lo:hi] > h) & (c.gpu_n_jobs[lo:hi] > 1)).any())
             if over and not c.overloaded[s]:
                 self.metrics.overload_occurrences += 1
                 self._request_tick()
@@ -563,49 +576,67 @@ class Simulator:
             else:
                 job.waiting_time += now - job.last_update
             job.last_update = now
-        self._dirty.add(job)
+        self._dirty[job] = None
 
     def _flush(self) -> None:
-        """Recompute rates of touched jobs and reschedule their completions."""
+        """Recompute rates of touched jobs and reschedule their completions.
+
+        The placement-dependent part of a job's iteration (transfers, sync, cross-server bytes) is cached
+        in ``job.plan`` until its placement changes; a contention change only re-runs the critical path,
+        and a job whose rate, target and pause are all unchanged keeps its scheduled completion."""
         c = self.cluster
+        server_slow, gpu_load, gpu_n_jobs = c.server_slow, c.gpu_load, c.gpu_n_jobs
         while self._dirty:
-            job = self._dirty.pop()
+            job = next(iter(self._dirty))
+            del self._dirty[job]
             if job.state != JobState.ACTIVE:
                 continue
             old_cross = job.cross_mb_per_iter
             old_rate = job.rate
+            tasks = job.tasks
             if job.fully_placed:
-                tasks = job.tasks
-                servers = [t.server for t in tasks]
-                gpus = [t.gpu for t in tasks]
-                base = [job.model.iter_time(c.gpu_type[g]) if g >= 0 else 0.0 for g in gpus]
+                if job.plan is None:
+                    servers = [t.server for t in tasks]
+                    gpus = [t.gpu for t in tasks]
+                    job.plan = placement_plan([t.t for t in tasks], job.spec, servers, gpus, c.intra_gbps, c.nic_gbps)
+                    job.unit_compute = [t.t.compute_share * job.model.iter_time(c.gpu_type[t.gpu]) if t.gpu >= 0 else 0.0
+                                        for t in tasks]
+                    job.slow_key = None
                 slow = []
                 for t in tasks:
-                    f = c.server_slow[t.server]
-                    if t.gpu >= 0:
-                        g = t.gpu
-                        if c.gpu_load[g] > 1.0 and len({x.job for x in c.gpu_tasks[g]}) > 1:
-                            f = max(f, c.gpu_load[g])
+                    f = server_slow[t.server]
+                    g = t.gpu
+                    if g >= 0 and gpu_load[g] > 1.0 and gpu_n_jobs[g] > 1 and gpu_load[g] > f:
+                        f = gpu_load[g]
                     slow.append(f)
-                T, cross = iteration_time([t.t for t in tasks], job.spec, servers, gpus, base, slow,
-                                          c.intra_gbps, c.nic_gbps)
-                job.iter_time = T
-                job.rate = 1.0 / T if T > 0 else math.inf
-                job.cross_mb_per_iter = cross
-                job.cross_mb_rate_total = sum(cross.values())
+                slow_key = tuple(slow)
+                if slow_key != job.slow_key:
+                    job.slow_key = slow_key
+                    T = critical_time(job.plan, [u * f for u, f in zip(job.unit_compute, slow)])
+                    job.iter_time = T
+                    job.rate = 1.0 / T if T > 0 else math.inf
+                    job.cross_mb_per_iter = job.plan.cross
+                    job.cross_mb_rate_total = sum(job.plan.cross.values())
             else:
                 job.iter_time = math.inf
                 job.rate = 0.0
                 job.cross_mb_per_iter = {}
                 job.cross_mb_rate_total = 0.0
-            self._update_net(job, old_rate, old_cross)
-            job.epoch += 1
+            if old_rate != job.rate or old_cross is not job.cross_mb_per_iter:
+                self._update_net(job, old_rate, old_cross)
             if job.rate > 0 and job.fully_placed:
                 if job.iters >= job.target_iters - 1e-9:
                     self._finish(job, JobState.FINISHED)
                     continue
-                start = max(self.now, job.paused_until)
-                self._push(start + (job.target_iters - job.iters) / job.rate, EV_COMPLETE, job, job.epoch)
+                sched = (job.rate, job.target_iters, job.paused_until)
+                if sched != job.scheduled:  # otherwise the pending completion event is still right
+                    job.scheduled = sched
+                    job.epoch += 1
+                    start = max(self.now, job.paused_until)
+                    self._push(start + (job.target_iters - job.iters) / job.rate, EV_COMPLETE, job, job.epoch)
+            else:
+                job.scheduled = None
+                job.epoch += 1
 
     def _update_net(self, job: Job, old_rate: float, old_cross: dict) -> None:
         c = self.cluster
@@ -650,7 +681,7 @@ class Simulator:
             job.acc_at_deadline = job.accuracy()
         self.active_jobs.pop(job.jid, None)
         self.metrics.on_job_end(job)
-        self._dirty.discard(job)
+        self._dirty.pop(job, None)
         self._request_tick()
 
     def _resume_overhead(self, job: Job) -> float:
@@ -663,7 +694,7 @@ class Simulator:
             return bool(self.active_jobs)
         if mode == "queue" and self.queue:
             return True
-        if self.cluster.overloaded.any() and any(self.cluster.server_tasks[s] for s in self.overloaded_servers()):
+        if mode != "placement" and self.cluster.overloaded.any() and any(self.cluster.server_tasks[s] for s in self.overloaded_servers()):
             return True
         return self._some_ready_task_fits()
 

@@ -78,6 +78,10 @@ class Job:
     cross_mb_per_iter: dict = field(default_factory=dict)
     cross_mb_rate_total: float = 0.0
     n_placed: int = 0
+    plan: object = None  # dag.PlacementPlan of the current placement (None: recompute)
+    unit_compute: list = field(default_factory=list)  # per task: compute share x iteration time on its GPU
+    slow_key: tuple | None = None  # contention factors the current rate was computed with
+    scheduled: tuple | None = None  # (rate, target, paused_until) of the pending completion event
     has_run: bool = False
     # records
     first_start: float = -1.0

@@ -39,6 +39,7 @@ class ClusterState:
         self.cpu_alloc = np.zeros(S)
         self.mem_alloc = np.zeros(S)
         self.gpu_n_tasks = np.zeros(self.n_gpus, dtype=np.int64)
+        self.gpu_n_jobs = np.zeros(self.n_gpus, dtype=np.int64)  # distinct jobs sharing the GPU
         # actual usage
         self.gpu_load = np.zeros(self.n_gpus)  # utilisation, may exceed 1 when shared
         self.cpu_use = np.zeros(S)
@@ -48,7 +49,7 @@ class ClusterState:
         self.server_slow = np.ones(S)  # CPU/memory contention slowdown of the server's tasks
         self.server_max_free_gpu_mem = self.gpu_mem_cap[self.server_first_gpu].copy()
         self.gpu_tasks: list[list] = [[] for _ in range(self.n_gpus)]
-        self.server_tasks: list[set] = [set() for _ in range(S)]
+        self.server_tasks: list[dict] = [{} for _ in range(S)]  # task -> None, insertion-ordered
 
     def server_gpus(self, s: int) -> range:
         f = int(self.server_first_gpu[s])

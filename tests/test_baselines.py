@@ -1,0 +1,346 @@
+"""Unit tests of the heuristic baselines: decision rules on small hand-built states, and the papers'
+worked examples (Hare's toy examples, MLFS Eqs. 2-6 on a hand-computed DAG)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import baselines
+from baselines.base import Command, View, execute, ideal_host_order, job_fits, run, server_mask
+from baselines.gavel import solve_max_min
+from baselines.hlas import HLAS, eft_split, single_gpu_toy
+from baselines.mlfs import MLFC, MLFH, loss_ratio
+from baselines.tiresias import Tiresias, queue_index
+from envs.core.engine import SimConfig, Simulator
+from envs.core.hardware import ClusterSpec, ServerSpec
+from envs.core.job import TaskState
+
+import helpers
+
+CFG = dict(usage_change_mean_s=0.0)  # constant usage: hand-computable states
+
+
+def make_sim(specs, cluster=None, **cfg):
+    return Simulator(cluster or helpers.cluster(), specs, SimConfig(**{**CFG, **cfg}), 0, models=helpers.models)
+
+
+def first_decision(sim):
+    assert sim.next_decision()
+    return sim
+
+
+# ------------------------------------------------------------------------------------------- registry
+
+def test_registry_names_and_defaults():
+    assert baselines.available() == ["mlf-h", "mlfs-h+c", "hlas", "gavel", "tiresias", "gandiva", "graphene",
+                                     "slaq", "hypersched", "fair", "fifo", "sjf", "edf", "random"]
+    p = baselines.make("mlf-h")
+    assert (p.alpha, p.gamma, p.gamma_d, p.gamma_r, p.gamma_w, p.h_r, p.p_s) == (0.3, 0.8, 0.3, 0.3, 0.35, 0.9, 0.10)
+    assert p.use_urgency and p.use_deadline and p.migrate
+    assert baselines.make("mlf-h", alpha=0.5, migrate=False).params()["alpha"] == 0.5
+    for name in baselines.available():
+        pol = baselines.make(name)
+        assert pol.name == name and pol.source
+    with pytest.raises(KeyError, match="available"):
+        baselines.make("nope")
+
+
+# ---------------------------------------------------------------------------------- MLFS Eqs. 2-6
+
+def test_loss_ratio_first_iteration_and_linear_curve():
+    sim = make_sim([helpers.job(0, iters=100)])
+    job = sim.jobs[0]
+    assert loss_ratio(job, 0.0) == (1, 1.0)  # I = 1: 0/0, documented as 1
+    # linear loss: every iteration reduces loss by 1/100, so the ratio is 1/(I-1)
+    assert loss_ratio(job, 4.0) == (5, pytest.approx(0.25))
+    assert loss_ratio(job, 4.7)[0] == 5
+
+
+def test_mlfh_priority_hand_computed_chain_dag():
+    """Chain model, 3 partitions (shares 1/6, 2/6, 3/6; task 0 -> 1 -> 2), urgency 5, 4 iterations done,
+    deadline 10 h ahead, never waited. Hand computation with alpha=0.3, gamma=0.8, gamma_d=0.3,
+    gamma_r=0.3, gamma_w=0.35, times in hours."""
+    spec = helpers.job(0, P=3, iters=100, deadline=36000.0, urgency=5)
+    sim = make_sim([spec])
+    first_decision(sim)  # t = 0, every task waiting (waited 0)
+    job = sim.jobs[0]
+    job.iters = 4.0
+    pol = MLFH()
+    # Eq. 2: L * 1/I * ratio * S_k = 5 * 1/5 * 1/4 * S_k = 0.25 S_k
+    p_ml2 = 0.25 * 3 / 6
+    p_ml1 = 0.25 * 2 / 6 + 0.8 * p_ml2
+    p_ml0 = 0.25 * 1 / 6 + 0.8 * p_ml1
+    # Eq. 4: reference iteration time = 1 s (V100 toy); r = 96 remaining iterations = 96 s = 96/3600 h
+    r_h = 96 / 3600
+    T_h = 1 / 3600
+    d2 = 10.0 - 0 / 3 * T_h  # sink: depth 0
+    d1 = 10.0 - 1 / 3 * T_h
+    d0 = 10.0 - 2 / 3 * T_h
+    pc2 = 0.3 / d2 + 0.3 / r_h
+    pc1 = 0.3 / d1 + 0.3 / r_h + 0.8 * pc2
+    pc0 = 0.3 / d0 + 0.3 / r_h + 0.8 * pc1
+    expect = [0.3 * p_ml0 + 0.7 * pc0, 0.3 * p_ml1 + 0.7 * pc1, 0.3 * p_ml2 + 0.7 * pc2]
+    assert pol.job_priorities(sim, job) == pytest.approx(expect, rel=1e-9)
+    # ablations: no urgency divides the ML part by 5, no deadline removes the gamma_d terms
+    no_urg = MLFH(use_urgency=False).job_priorities(sim, job)
+    assert no_urg[2] == pytest.approx(0.3 * p_ml2 / 5 + 0.7 * pc2)
+    no_dl = MLFH(use_deadline=False).job_priorities(sim, job)
+    assert no_dl[2] == pytest.approx(0.3 * p_ml2 + 0.7 * (0.3 / r_h))
+
+
+def test_mlfh_ps_task_first_and_waiting_term():
+    sim = make_sim([helpers.job(0, R=2, sync="ps")])
+    first_decision(sim)
+    pr = MLFH().job_priorities(sim, sim.jobs[0])
+    assert math.isinf(pr[0]) and all(math.isfinite(p) for p in pr[1:])
+    cmd = MLFH().decide(sim)
+    assert cmd.kind == "place" and cmd.tid == sim.jobs[0].tasks[0].tid
+
+
+def test_mlfh_waiting_time_raises_priority():
+    sim = make_sim([helpers.job(0), helpers.job(1, submit=0.0)])
+    first_decision(sim)
+    a, b = sim.jobs
+    base = MLFH().job_priorities(sim, b)[0]
+    b.tasks[0].waited = 3600.0  # one hour in the queue: + (1 - alpha) * gamma_w * 1
+    assert MLFH().job_priorities(sim, b)[0] == pytest.approx(base + 0.7 * 0.35)
+
+
+def test_ideal_host_prefers_least_utilised_and_neighbours():
+    sim = make_sim([helpers.job(0), helpers.job(1, R=2, comm_ps_mb=80.0)], cluster=helpers.cluster(3))
+    first_decision(sim)
+    sim.place(sim.jobs[0].tasks[0].tid, 0)  # server 0 busier
+    t0, t1 = sim.jobs[1].tasks
+    mask = server_mask(sim, t0, "headroom")
+    order = ideal_host_order(sim, t0, mask)
+    assert order[0] == 1 and order[-1] == 0  # least utilised first (ties by index)
+    sim.place(t0.tid, 2)
+    # t1's ring neighbour sits on server 2: the bandwidth term pulls it there
+    assert ideal_host_order(sim, t1, server_mask(sim, t1, "headroom"))[0] == 2
+    assert MLFH().decide(sim) == Command("place", t1.tid, 2)
+
+
+def test_mlfh_does_not_overload_a_gpu():
+    # gpu_util 0.5: two tasks on one GPU = load 1.0 > h_r: MLF-H needs an idle or light GPU
+    sim = make_sim([helpers.job(0), helpers.job(1)], cluster=helpers.cluster(1, gpus=1))
+    first_decision(sim)
+    cmd = MLFH().decide(sim)
+    execute(sim, cmd)
+    assert MLFH().decide(sim) is None  # the other task would overload the only GPU
+    assert baselines.make("gandiva").decide(sim) is not None  # Gandiva packs up to load 1.0
+
+
+def overloaded_sim():
+    """Server 0 GPU 0 shared by jobs 0 and 1 (load 1.0 > 0.9); server 1 empty."""
+    sim = make_sim([helpers.job(0, urgency=9), helpers.job(1, urgency=1)])
+    first_decision(sim)
+    sim.place(sim.jobs[0].tasks[0].tid, 0, gpu=0)
+    sim.place(sim.jobs[1].tasks[0].tid, 0, gpu=0)
+    assert sim.cluster.overloaded[0]
+    sim.now = 3600.0  # past the anti-thrash cooldown
+    return sim
+
+
+def test_mlfh_migrates_lowest_priority_task_to_ideal_host():
+    sim = overloaded_sim()
+    cmd = MLFH().decide(sim, View.full(sim))
+    # p_s = 10% of 2 tasks -> 1 candidate: the lower-priority one (job 1, urgency 1), to server 1
+    assert cmd == Command("migrate", sim.jobs[1].tasks[0].tid, 1)
+    assert MLFH(migrate=False).decide(sim, View.full(sim)) is None
+
+
+def test_mlfh_requeues_when_no_destination():
+    sim = overloaded_sim()
+    view = View.full(sim)
+    view.servers = np.array([0])  # no other destination in the window
+    assert MLFH().decide(sim, view) == Command("requeue", sim.jobs[1].tasks[0].tid)
+
+
+def test_gandiva_moves_lowest_utilisation_job_to_lowest_load_gpu():
+    sim = make_sim([helpers.job(0, model="toy"), helpers.job(1, model="toy")])
+    first_decision(sim)
+    sim.jobs[1].usage_factor = 0.9  # job 1 uses 0.45 of a GPU, job 0 0.5: load 0.95
+    sim.place(sim.jobs[0].tasks[0].tid, 0, gpu=0)
+    sim.place(sim.jobs[1].tasks[0].tid, 0, gpu=0)
+    assert sim.cluster.overloaded[0]
+    assert baselines.make("gandiva").decide(sim, View.full(sim)) == Command("migrate", sim.jobs[1].tasks[0].tid, 1)
+
+
+# ------------------------------------------------------------------------------------------- MLF-C
+
+def test_mlfc_switches_under_overload_and_restores():
+    specs = [helpers.job(0, iters=100, acc_req=0.5, stop="run-all"),
+             helpers.job(1, iters=100, acc_req=0.5, stop="run-all", stop_changeable=False),
+             helpers.job(2, iters=100, acc_req=0.5)]
+    sim = make_sim(specs, cluster=helpers.cluster(1, gpus=1))
+    ctl = MLFC()
+    sim.controllers.append(ctl)
+    first_decision(sim)
+    assert sim.next_decision()  # the round ended with three tasks queued on one GPU: overloaded
+    j0, j1, _ = sim.jobs
+    assert j0.stop_option == "requirement" and j0.target_iters == 50
+    assert j1.stop_option == "run-all"  # user did not allow a change
+    assert ctl.switched >= 1
+    sim.queue.clear()  # overload gone (no queue; utilisation low)
+    ctl.on_tick(sim)
+    assert j0.stop_option == "run-all" and j0.target_iters == 100 and ctl.restored >= 1
+
+
+def test_mlfsh_c_attaches_controller_once():
+    sim = make_sim([helpers.job(0)])
+    pol = baselines.make("mlfs-h+c")
+    pol.attach(sim); pol.attach(sim)
+    assert sum(isinstance(c, MLFC) for c in sim.controllers) == 1
+
+
+# ------------------------------------------------------------------------------------- Hare examples
+
+def test_hare_fig10_eft_task_gpu_times():
+    a_times, b_times = (3, 3, 1.8, 1.8), (1, 2, 2.5, 1)
+    assert eft_split(4, a_times[:2]) == ([2, 2], 12.0)
+    assert eft_split(6, b_times[:2]) == ([4, 2], 8.0)
+    assert eft_split(4, a_times[2:])[1] == pytest.approx(7.2)
+    assert eft_split(6, b_times[2:]) == ([2, 4], 9.0)
+
+
+def test_hare_fig12_average_jct():
+    sizes = [2, 3, 4]
+    assert np.mean(single_gpu_toy(sizes, "las")) == pytest.approx(20 / 3)  # HLAS 6.67
+    assert np.mean(single_gpu_toy(sizes, "srtf")) == pytest.approx(16 / 3)  # SRTF 5.33
+    assert np.mean(single_gpu_toy(sizes, "hlas-p", predicted=[0, 0, 3])) == pytest.approx(17 / 3)  # 5.67
+
+
+def hetero_cluster():
+    return ClusterSpec("het", (ServerSpec("k80", "K80", 4, 32, 244), ServerSpec("v100", "V100", 4, 32, 244)))
+
+
+def test_hlas_takes_fastest_gpu_type_tiresias_ignores_it():
+    sim = make_sim([helpers.job(0)], cluster=hetero_cluster())
+    first_decision(sim)
+    t = sim.jobs[0].tasks[0]
+    assert HLAS().decide(sim) == Command("place", t.tid, 1)  # V100 (1 s) before K80 (4 s)
+    assert Tiresias().decide(sim) == Command("place", t.tid, 0)  # type-blind: lowest index
+
+
+def test_hlas_least_attained_service_first():
+    sim = make_sim([helpers.job(0, iters=10_000), helpers.job(1, submit=0.0, iters=10_000)])
+    first_decision(sim)
+    a, b = sim.jobs
+    a.iters = 5000  # 5000 s of average-GPU service: queue 2 of (600, 3600, 21600)
+    cmd = HLAS().decide(sim)
+    assert sim.tasks[cmd.tid].job is b
+
+
+def test_tiresias_queues_and_preemption():
+    assert [queue_index(s, (3600.0,)) for s in (0, 3599, 3600, 1e9)] == [0, 0, 1, 1]
+    sim = make_sim([helpers.job(0, iters=100_000), helpers.job(1, submit=100.0)], cluster=helpers.cluster(1, gpus=1))
+    first_decision(sim)
+    run_cmd = Tiresias().decide(sim)
+    execute(sim, run_cmd)
+    sim.jobs[0].running_time = 7200.0  # 2 GPU-hours: queue 1
+    while sim.next_decision():
+        if sim.jobs[1].state == sim.jobs[1].state.ACTIVE:
+            break
+    pol = Tiresias()
+    cmd = pol.decide(sim, View.full(sim, can_preempt=True))
+    assert cmd == Command("preempt", jid=0)
+    assert Tiresias().decide(sim, View.full(sim, can_preempt=False)) is None  # env: non-preemptive
+
+
+# -------------------------------------------------------------------------------------- simple ones
+
+def blocked_sim():
+    """One 4-GPU server; job 0 holds 3 GPUs; job 1 (2 GPUs) waits; job 2 (1 GPU) could run."""
+    specs = [helpers.job(0, R=3, iters=10_000), helpers.job(1, submit=1.0, R=2, deadline=9e5),
+             helpers.job(2, submit=2.0, iters=10, deadline=5e5)]
+    sim = make_sim(specs, cluster=helpers.cluster(1))
+    first_decision(sim)
+    for t in sim.jobs[0].tasks:
+        sim.place(t.tid, 0)
+    while sim.next_decision():
+        if all(j.state == j.state.ACTIVE for j in sim.jobs):
+            break
+    return sim
+
+
+def test_fifo_blocks_backfill_skips():
+    sim = blocked_sim()
+    assert not job_fits(sim, sim.jobs[1])
+    assert baselines.make("fifo").decide(sim) is None
+    cmd = baselines.make("fifo", backfill=True).decide(sim)
+    assert sim.tasks[cmd.tid].job is sim.jobs[2]
+
+
+def test_sjf_edf_orders():
+    sim = make_sim([helpers.job(0, iters=500, deadline=2000.0), helpers.job(1, iters=50, deadline=9000.0)])
+    first_decision(sim)
+    assert sim.tasks[baselines.make("sjf").decide(sim).tid].job.jid == 1
+    assert sim.tasks[baselines.make("edf").decide(sim).tid].job.jid == 0
+
+
+def test_slaq_hypersched_fair_graphene_orders():
+    specs = [helpers.job(0, R=4, iters=1000, deadline=1e6), helpers.job(1, R=1, iters=1000, deadline=1e6)]
+    sim = make_sim(specs)
+    first_decision(sim)
+    # SLAQ: same loss reduction per tick, per GPU the 1-GPU job gains 4x more
+    assert sim.tasks[baselines.make("slaq").decide(sim).tid].job.jid == 1
+    # fair (DRF): smaller dominant share first
+    assert sim.tasks[baselines.make("fair").decide(sim).tid].job.jid == 1
+    # Graphene: the 2-stage chain (descendants) before a single task
+    sim2 = make_sim([helpers.job(0), helpers.job(1, P=2)])
+    first_decision(sim2)
+    assert sim2.tasks[baselines.make("graphene").decide(sim2).tid].job.jid == 1
+    # HyperSched: a job that can still finish before its deadline before one that cannot
+    sim3 = make_sim([helpers.job(0, iters=5000, deadline=1000.0), helpers.job(1, iters=500, deadline=5000.0)])
+    first_decision(sim3)
+    assert sim3.tasks[baselines.make("hypersched").decide(sim3).tid].job.jid == 1
+
+
+def test_random_is_seeded_and_valid():
+    def trace(seed):
+        sim = make_sim([helpers.job(i, submit=10.0 * i, iters=50) for i in range(6)])
+        pol = baselines.make("random", seed=seed)
+        out = []
+        while sim.next_decision():
+            while (cmd := pol.decide(sim)) is not None:
+                pol.observe(sim, cmd)
+                execute(sim, cmd)
+                out.append(cmd)
+        assert sim.summary()["finished"] == 6
+        return out
+    assert trace(3) == trace(3)
+
+
+# ------------------------------------------------------------------------------------------- Gavel
+
+def test_gavel_lp_max_min_hand_solved():
+    """Two jobs, one GPU of type A and one of type B. Job 0: 2 it/s on A, 1 on B (equal-share throughput
+    1.5); job 1: 1 and 1 (equal share 1). Job 1 can never exceed 1x its equal share, so the max-min
+    optimum is t = 1 (job 1 runs all the time, job 0 gets >= its equal share)."""
+    X, status = solve_max_min(np.array([[2.0, 1.0], [1.0, 1.0]]), np.array([1.0, 1.0]), np.array([1.0, 1.0]))
+    assert status.startswith("Optimal")
+    norm = (X * np.array([[2.0, 1.0], [1.0, 1.0]])).sum(axis=1) / np.array([1.5, 1.0])
+    assert norm.min() == pytest.approx(1.0, abs=1e-6)
+    assert (X.sum(axis=1) <= 1 + 1e-9).all() and (X.sum(axis=0) <= 1 + 1e-9).all()
+
+
+def test_gavel_places_on_allocated_type():
+    sim = make_sim([helpers.job(0)], cluster=hetero_cluster())
+    first_decision(sim)
+    pol = baselines.make("gavel")
+    cmd = pol.decide(sim)
+    assert cmd.server == 1 and pol.solves == 1  # alone, the LP gives it the V100s (4x faster)
+    assert pol.decide(sim) == cmd and pol.solves == 1  # cached while the job set is unchanged
+
+
+# ------------------------------------------------------------------------------ core driver, all policies
+
+@pytest.mark.parametrize("name", baselines.available())
+def test_every_policy_finishes_a_small_workload(name):
+    specs = [helpers.job(i, submit=30.0 * i, R=1 + i % 3, P=1 + (i % 2), sync="ps" if i % 4 == 0 else "allreduce",
+                         iters=200 + 50 * i, deadline=30.0 * i + 5000) for i in range(10)]
+    sim = Simulator(helpers.cluster(3), specs, SimConfig(), 0, models=helpers.models)
+    s = run(sim, baselines.make(name))
+    assert s["finished"] == 10 and s["unfinished"] == 0

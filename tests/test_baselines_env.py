@@ -1,0 +1,120 @@
+"""The baselines through the Gymnasium env: full masked episodes without an invalid action (rule "raise"),
+and seeded sanity directions. A direction that does not hold is xfail with the measured numbers (not
+tuned away); see docs/baselines.md."""
+from __future__ import annotations
+
+import functools
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import baselines
+import envs  # noqa: F401  (registers the ids)
+
+DEFAULT = "clustergym/GPUCluster-v0"
+HETERO = "clustergym/Hetero-v0"
+MLFS = "clustergym/MLFS80-Philly-v0"
+
+
+def episode(env_id: str, name: str, seed: int, max_steps: int = 50_000, **kw):
+    params = kw.pop("params", {})
+    env = gym.make(env_id, invalid_action="raise", max_steps=max_steps, **kw)
+    agent = baselines.make(name, env, **params)
+    obs, info = env.reset(seed=seed)
+    done, steps = False, 0
+    while not done:
+        mask = env.unwrapped.action_masks()
+        a, state = agent.predict(obs, action_masks=mask)
+        assert state is None and mask[int(a)]
+        obs, _, term, trunc, info = env.step(a)  # raises InvalidAction on a masked action
+        done, steps = term or trunc, steps + 1
+    return info["summary"], agent, env
+
+
+@pytest.mark.parametrize("env_id", [DEFAULT, HETERO])
+@pytest.mark.parametrize("name", baselines.available())
+def test_full_episode_through_env(name, env_id):
+    s, agent, env = episode(env_id, name, seed=1, window_jobs=8, max_steps=2_000 if name == "random" else 5_000)
+    if name != "random":
+        assert s["unfinished"] == 0 and s["finished"] + s["stopped"] == s["jobs"]
+    if name == "mlfs-h+c":
+        assert any(type(c).__name__ == "MLFC" for c in env.unwrapped.sim.controllers)
+
+
+def test_adapter_reattaches_on_reset():
+    env = gym.make(DEFAULT, invalid_action="raise", window_jobs=4)
+    agent = baselines.make("mlfs-h+c", env)
+    for seed in (0, 1):
+        obs, _ = env.reset(seed=seed)
+        agent.predict(obs)
+        assert sum(type(c).__name__ == "MLFC" for c in env.unwrapped.sim.controllers) == 1
+
+
+def test_adapter_takes_next_preference_when_first_is_masked():
+    env = gym.make(DEFAULT, invalid_action="raise", window_jobs=8)
+    obs, _ = env.reset(seed=0)
+    u = env.unwrapped
+    agent = baselines.make("fifo", env, backfill=True)
+    a, _ = agent.predict(obs)
+    assert a != u.end_round_action
+    mask = u.action_masks()
+    mask[int(a)] = False  # forbid the first choice: the agent must pick another allowed action
+    b, _ = agent.predict(obs, action_masks=mask)
+    assert mask[int(b)] and b != a
+    none = np.zeros_like(mask)
+    none[u.end_round_action] = True
+    assert agent.predict(obs, action_masks=none)[0] == u.end_round_action
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", baselines.available())
+def test_full_episode_large_scenario(name):
+    s, _, _ = episode("clustergym/MLFS2474-v0", name, seed=0, window_jobs=200, max_steps=200_000)
+    assert s["jobs"] == 200
+
+
+# ------------------------------------------------------------------------------------ sanity directions
+
+SEEDS = (0, 1, 2)
+
+
+@functools.lru_cache(maxsize=None)
+def summary(env_id: str, name: str, seed: int, window_jobs: int, params: tuple = ()):
+    return episode(env_id, name, seed, window_jobs=window_jobs, params=dict(params))[0]
+
+
+def mean_over_seeds(env_id, name, key, window_jobs, params=()):
+    return [summary(env_id, name, s, window_jobs, params)[key] for s in SEEDS]
+
+
+def test_mlfh_lower_mean_jct_than_fifo_and_fair():
+    mlfh = mean_over_seeds(MLFS, "mlf-h", "mean_jct", 30)
+    fifo = mean_over_seeds(MLFS, "fifo", "mean_jct", 30)
+    fair = mean_over_seeds(MLFS, "fair", "mean_jct", 30)
+    assert np.mean(mlfh) < np.mean(fifo) and np.mean(mlfh) < np.mean(fair), (mlfh, fifo, fair)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(reason="measured on MLFS80-Philly (30-job windows, seeds 0-2): EDF/HyperSched deadline ratios "
+                          "[0.967, 0.967, 1.0] vs FIFO [0.967, 1.0, 1.0] -- windows are lightly loaded; "
+                          "see docs/baselines.md", strict=False)
+@pytest.mark.parametrize("name", ["edf", "hypersched"])
+def test_deadline_aware_meet_more_deadlines_than_fifo(name):
+    got = mean_over_seeds(MLFS, name, "deadline_ratio", 30)
+    fifo = mean_over_seeds(MLFS, "fifo", "deadline_ratio", 30)
+    assert np.mean(got) > np.mean(fifo), (got, fifo)
+
+
+@pytest.mark.slow
+def test_migration_reduces_overload_occurrences():
+    on = mean_over_seeds(MLFS, "mlf-h", "overload_occurrences", 30)
+    off = mean_over_seeds(MLFS, "mlf-h", "overload_occurrences", 30, (("migrate", False),))
+    assert np.sum(on) < np.sum(off), (on, off)
+
+
+@pytest.mark.slow
+def test_hlas_beats_tiresias_on_heterogeneous_cluster():
+    hlas = mean_over_seeds(HETERO, "hlas", "mean_jct", 40)
+    las = mean_over_seeds(HETERO, "tiresias", "mean_jct", 40)
+    assert np.mean(hlas) < np.mean(las), (hlas, las)
