@@ -25,16 +25,21 @@ from envs.core.traces import load_philly
 
 
 def fifo_first_fit(sim: Simulator) -> None:
-    """Place ready tasks in queue order on the first server with room; repeat while anything fits
-    (children become ready once their DAG parents are placed)."""
+    """Place ready tasks in queue order on the first server with room, preferring servers that still have
+    an idle GPU (GPU-exclusive first fit, as a plain FIFO cluster scheduler does); repeat while anything
+    fits (children become ready once their DAG parents are placed)."""
+    c = sim.cluster
     progress = True
     while progress:
         progress = False
         for task in sim.ready_tasks():
-            ok = np.flatnonzero(sim.feasible_servers(task))
-            if len(ok):
-                sim.place(task.tid, int(ok[0]))
-                progress = True
+            ok = sim.feasible_servers(task)
+            if not ok.any():
+                continue
+            idle = np.add.reduceat((c.gpu_n_tasks == 0).astype(np.int64), c.server_first_gpu) > 0
+            both = ok & idle
+            sim.place(task.tid, int(np.argmax(both) if both.any() else np.argmax(ok)))
+            progress = True
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -1,0 +1,1 @@
+"""Training entry points (``python train/ppo.py``)."""

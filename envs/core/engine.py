@@ -69,6 +69,7 @@ class SimConfig:
     suspend_s: float = 4.0  # UniSched: suspension stays within ~4 s
     resume_base_s: float = 10.0  # resumption grows with GPU count (UniSched, Fig. 8 discussion)
     resume_per_gpu_s: float = 1.0
+    contention_step: float = 0.05  # slowdown factors are rounded up to this step (0 = exact)
     gang_timeout_s: float = 1800.0  # a partially placed job releases its slots after this long
     horizon_s: float = math.inf  # stop the simulation here (unfinished jobs are reported)
     record_series: bool = True
@@ -120,6 +121,7 @@ class Simulator:
         self._dirty: dict[Job, None] = {}  # insertion-ordered: deterministic across processes
         self._tick_at = math.inf  # earliest pending tick
         self._last_tick = -math.inf  # time of the last tick processed
+        self._n_overloaded = 0  # servers currently overloaded
         self._usage_pending: set[int] = set()
         self._gang_token: dict[int, int] = {}
         self._done = False
@@ -419,7 +421,7 @@ class Simulator:
     def _advance_clock(self, t: float) -> None:
         if t > self.now:
             self.metrics.jobs_in_system_integral += len(self.active_jobs) * (t - self.now)
-            self.metrics.overload_server_seconds += int(self.cluster.overloaded.sum()) * (t - self.now)
+            self.metrics.overload_server_seconds += self._n_overloaded * (t - self.now)
             self.now = t
 
     def _handle(self, kind: int, job: Job, token: int) -> None:
@@ -448,14 +450,22 @@ class Simulator:
                 cfg = self.config
                 f = float(np.exp(self.rng.normal(0.0, cfg.usage_sigma)))
                 f = min(cfg.usage_max, max(cfg.usage_min, f))
-                servers = {t.server for t in job.tasks if t.state == TaskState.RUNNING}
-                placed = [t for t in job.tasks if t.state == TaskState.RUNNING]
-                for t in placed:
-                    self._apply_usage(t, -1.0)
+                # apply the change per server (a wide job has many tasks on few servers)
+                c, df = self.cluster, f - job.usage_factor
+                per_server: dict[int, list[float]] = {}
+                gpus = set()
+                for t in job.tasks:
+                    if t.state == TaskState.RUNNING:
+                        acc = per_server.setdefault(t.server, [0.0, 0.0])
+                        acc[0] += t.t.cpu_cores
+                        acc[1] += t.t.memory_gb
+                        if t.gpu >= 0:
+                            gpus.add(t.gpu)
+                for srv, (cpu, mem) in per_server.items():
+                    c.cpu_use[srv] += cpu * df
+                    c.mem_use[srv] += mem * df
                 job.usage_factor = f
-                for t in placed:
-                    self._apply_usage(t, +1.0)
-                self._refresh_servers(servers, {t.gpu for t in placed if t.gpu >= 0})
+                self._refresh_servers(sorted(per_server), sorted(gpus), memory_changed=False)
                 self._schedule_usage(job)
         elif kind == EV_GANG:
             if job.state == JobState.ACTIVE and self._gang_token.get(job.jid) == token and 0 < job.n_placed < job.n_tasks:
@@ -523,39 +533,51 @@ class Simulator:
         task.job.plan = None
         self._refresh_servers((server,), (gpu,) if gpu >= 0 else ())
 
-    def _refresh_servers(self, servers: Iterable[int], gpus: Iterable[int]) -> None:
-        """Recompute GPU loads, overload flags and slowdowns; mark jobs whose speed may change."""
+    def _refresh_servers(self, servers: Iterable[int], gpus: Iterable[int], memory_changed: bool = True) -> None:
+        """Recompute GPU loads, overload flags and slowdowns; mark jobs whose speed may change.
+        (Plain Python over the few GPUs of a server: numpy calls on 4-element slices cost more than they save.)"""
         c = self.cluster
+        gpu_load, gpu_n_jobs = c.gpu_load, c.gpu_n_jobs
         for g in gpus:
             per_job: dict[Job, float] = {}
             for t in c.gpu_tasks[g]:
                 per_job[t.job] = max(per_job.get(t.job, 0.0), self._task_gpu_use(t))
-            new = sum(per_job.values())
+            c.gpu_load[g] = sum(per_job.values())
             c.gpu_n_jobs[g] = len(per_job)
-            if new != c.gpu_load[g]:
-                old_slow = max(1.0, c.gpu_load[g])
-                c.gpu_load[g] = new
-                if max(1.0, new) != old_slow:
-                    for t in c.gpu_tasks[g]:
-                        self._touch(t.job)
+            slow = self._contention(c.gpu_load[g]) if len(per_job) > 1 else 1.0
+            if slow != c.gpu_slow[g]:
+                c.gpu_slow[g] = slow
+                for t in c.gpu_tasks[g]:
+                    self._touch(t.job)
         h = self.config.overload_threshold
         for s in servers:
-            c.refresh_free_gpu_mem(s)
-            lo, hi = c.server_first_gpu[s], c.server_first_gpu[s] + c.server_n_gpus[s]
+            if memory_changed:
+                c.refresh_free_gpu_mem(s)
             # a GPU is overloaded when jobs *share* it beyond h_r: one job alone at high utilisation is busy,
             # not contended, and moving it would not help (Gandiva's rule judges shared GPUs too)
             over = bool(c.cpu_use[s] > h * c.cpu_cap[s] or c.mem_use[s] > h * c.mem_cap[s]
                         or c.net_mbps[s] > h * c.nic_gbps[s] * 125.0
-                        or ((c.gpu_load[lo:hi] > h) & (c.gpu_n_jobs[lo:hi] > 1)).any())
+                        or any(gpu_load[g] > h and gpu_n_jobs[g] > 1 for g in c.server_gpus(s)))
             if over and not c.overloaded[s]:
                 self.metrics.overload_occurrences += 1
                 self._request_tick()
+            if over != c.overloaded[s]:
+                self._n_overloaded += 1 if over else -1
             c.overloaded[s] = over
-            slow = max(1.0, c.cpu_use[s] / c.cpu_cap[s], c.mem_use[s] / c.mem_cap[s])
+            slow = self._contention(max(c.cpu_use[s] / c.cpu_cap[s], c.mem_use[s] / c.mem_cap[s]))
             if slow != c.server_slow[s]:
                 c.server_slow[s] = slow
                 for t in c.server_tasks[s]:
                     self._touch(t.job)
+
+    def _contention(self, ratio: float) -> float:
+        """Slowdown factor of an over-committed resource: ``ratio`` (use / capacity) rounded up to the
+        next ``contention_step``, 1 when not over-committed. The rounding keeps small usage wobbles from
+        cascading rate recomputations across every job on a server (README, "Overload and contention")."""
+        if ratio <= 1.0:
+            return 1.0
+        step = self.config.contention_step
+        return math.ceil(ratio / step - 1e-9) * step if step > 0 else ratio
 
     def _touch(self, job: Job) -> None:
         """Materialise a job's progress up to now and mark its rate for recomputation."""
@@ -585,7 +607,7 @@ class Simulator:
         in ``job.plan`` until its placement changes; a contention change only re-runs the critical path,
         and a job whose rate, target and pause are all unchanged keeps its scheduled completion."""
         c = self.cluster
-        server_slow, gpu_load, gpu_n_jobs = c.server_slow, c.gpu_load, c.gpu_n_jobs
+        server_slow, gpu_slow = c.server_slow, c.gpu_slow
         while self._dirty:
             job = next(iter(self._dirty))
             del self._dirty[job]
@@ -606,8 +628,8 @@ class Simulator:
                 for t in tasks:
                     f = server_slow[t.server]
                     g = t.gpu
-                    if g >= 0 and gpu_load[g] > 1.0 and gpu_n_jobs[g] > 1 and gpu_load[g] > f:
-                        f = gpu_load[g]
+                    if g >= 0 and gpu_slow[g] > f:
+                        f = gpu_slow[g]
                     slow.append(f)
                 slow_key = tuple(slow)
                 if slow_key != job.slow_key:
@@ -658,6 +680,7 @@ class Simulator:
                 c.net_mbps[s] = 0.0
             if c.net_mbps[s] > h * c.nic_gbps[s] * 125.0 and not c.overloaded[s]:
                 c.overloaded[s] = True
+                self._n_overloaded += 1
                 self.metrics.overload_occurrences += 1
                 self._request_tick()
 

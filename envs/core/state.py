@@ -42,22 +42,23 @@ class ClusterState:
         self.gpu_n_jobs = np.zeros(self.n_gpus, dtype=np.int64)  # distinct jobs sharing the GPU
         # actual usage
         self.gpu_load = np.zeros(self.n_gpus)  # utilisation, may exceed 1 when shared
+        self.gpu_slow = np.ones(self.n_gpus)  # contention slowdown of the GPU's tasks (shared GPUs only)
         self.cpu_use = np.zeros(S)
         self.mem_use = np.zeros(S)
         self.net_mbps = np.zeros(S)  # cross-server MB/s through the server's NIC
         self.overloaded = np.zeros(S, dtype=bool)
         self.server_slow = np.ones(S)  # CPU/memory contention slowdown of the server's tasks
         self.server_max_free_gpu_mem = self.gpu_mem_cap[self.server_first_gpu].copy()
+        self._server_gpu_ranges = [range(int(f), int(f) + int(n)) for f, n in zip(self.server_first_gpu, self.server_n_gpus)]
         self.gpu_tasks: list[list] = [[] for _ in range(self.n_gpus)]
         self.server_tasks: list[dict] = [{} for _ in range(S)]  # task -> None, insertion-ordered
 
     def server_gpus(self, s: int) -> range:
-        f = int(self.server_first_gpu[s])
-        return range(f, f + int(self.server_n_gpus[s]))
+        return self._server_gpu_ranges[s]
 
     def refresh_free_gpu_mem(self, s: int) -> None:
-        g = self.server_gpus(s)
-        self.server_max_free_gpu_mem[s] = float(np.max(self.gpu_mem_cap[g.start:g.stop] - self.gpu_mem_used[g.start:g.stop]))
+        cap, used = self.gpu_mem_cap, self.gpu_mem_used
+        self.server_max_free_gpu_mem[s] = max(cap[g] - used[g] for g in self._server_gpu_ranges[s])
 
     def utilisation(self) -> dict[str, np.ndarray]:
         """Per-server utilisation of each resource type (actual usage / capacity)."""

@@ -1,0 +1,143 @@
+"""Shared evaluation: run a policy (an SB3 model, a heuristic name or any ``predict``-er) on seeded episodes.
+
+``evaluate(policy, env_id, config, seeds)`` returns one record per episode: ``policy``, ``seed``,
+``episode_return``, ``steps``, ``truncated``, ``wall_s`` and every entry of ``info["summary"]``.
+``summarize(records)`` gives mean and a 95 % Student-t interval per metric; ``results_table`` formats them.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+# metrics of sim.summary() reported in the results table (plus episode_return), and which way is better
+TABLE_METRICS: tuple[str, ...] = ("episode_return", "mean_jct", "p99_jct", "deadline_ratio", "accuracy_ratio",
+                                  "mean_accuracy", "bandwidth_mb", "mean_waiting", "overload_occurrences",
+                                  "migrations", "unfinished", "steps")
+HIGHER_IS_BETTER = {"episode_return", "deadline_ratio", "accuracy_ratio", "mean_accuracy"}
+
+# two-sided 95 % Student-t critical values, df = 1..30
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t95(df: int) -> float:
+    if df < 1:
+        return float("nan")
+    if df <= 30:
+        return _T95[df - 1]
+    return 1.960 + 2.4 / df  # within 0.002 of the exact value for df > 30
+
+
+def make_env(env_id: str, config: dict | None = None, **overrides: Any):
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the scenarios)
+
+    kw = {**dict(config or {}), **overrides}
+    kw.setdefault("render_mode", None)
+    return gym.make(env_id, **kw)
+
+
+def _predict_fn(policy: Any, env) -> tuple[str, Any]:
+    """(name, fn(obs, mask) -> int action)."""
+    if isinstance(policy, str):
+        import baselines
+
+        agent = baselines.make(policy, env=env)
+        return policy, lambda obs, mask: int(agent.predict(obs, action_masks=mask)[0])
+    from sb3_contrib import MaskablePPO
+
+    if isinstance(policy, MaskablePPO):
+        return "agent", lambda obs, mask: int(policy.predict(obs, deterministic=True, action_masks=mask)[0])
+    try:
+        from stable_baselines3.common.base_class import BaseAlgorithm
+
+        if isinstance(policy, BaseAlgorithm):  # plain PPO: no masks (the pairwise policy masks internally)
+            return "agent", lambda obs, mask: int(policy.predict(obs, deterministic=True)[0])
+    except ImportError:  # pragma: no cover
+        pass
+    name = getattr(policy, "name", type(policy).__name__)
+    return name, lambda obs, mask: int(policy.predict(obs, action_masks=mask)[0])
+
+
+def evaluate(policy: Any, env_id: str, config: dict | None, seeds: Iterable[int], *, name: str | None = None,
+             max_steps: int | None = None) -> list[dict]:
+    """Per-episode records of ``policy`` on ``env_id`` with env ``config`` (EnvConfig fields, e.g.
+    ``split="test"``), one episode per seed (``reset(seed=seed)``). ``max_steps`` caps agent steps per
+    episode (the env's own ``max_steps`` otherwise); capped episodes have ``truncated=True``."""
+    cfg = dict(config or {})
+    if max_steps is not None:
+        cfg["max_steps"] = int(max_steps)
+    env = make_env(env_id, cfg)
+    pname, act = _predict_fn(policy, env)
+    pname = name or pname
+    u = env.unwrapped
+    records = []
+    try:
+        for seed in seeds:
+            t0 = time.perf_counter()
+            obs, info = env.reset(seed=int(seed))
+            ret, steps, done = 0.0, 0, bool(info.get("summary"))
+            term = trunc = False
+            while not done:
+                a = act(obs, u.action_masks())
+                obs, r, term, trunc, info = env.step(a)
+                ret += float(r)
+                steps += 1
+                done = term or trunc
+            summ = info.get("summary") or u.sim.summary()
+            rec = {"policy": pname, "seed": int(seed), "episode_return": ret, "steps": steps,
+                   "truncated": bool(trunc and not term), "wall_s": time.perf_counter() - t0}
+            for k, v in summ.items():
+                if isinstance(v, (int, float, np.integer, np.floating)):
+                    rec[k] = float(v)
+            records.append(rec)
+    finally:
+        env.close()
+    return records
+
+
+def summarize(records: Sequence[dict], metrics: Sequence[str] = TABLE_METRICS) -> dict[str, dict[str, float]]:
+    """metric -> {mean, half (95 % t half-width), lo, hi, n} over the records."""
+    out = {}
+    for m in metrics:
+        xs = np.array([r[m] for r in records if m in r and r[m] is not None], dtype=np.float64)
+        n = len(xs)
+        if n == 0:
+            continue
+        mean = float(xs.mean())
+        half = float(t95(n - 1) * xs.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
+        out[m] = {"mean": mean, "half": half, "lo": mean - half, "hi": mean + half, "n": n}
+    return out
+
+
+def _fmt(x: float) -> str:
+    if x != x:
+        return "nan"
+    a = abs(x)
+    if a >= 1e5:
+        return f"{x:.3g}"
+    if a >= 100:
+        return f"{x:.0f}"
+    if a >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3f}"
+
+
+def results_table(by_policy: dict[str, Sequence[dict]], metrics: Sequence[str] = TABLE_METRICS) -> tuple[list[dict], str]:
+    """(CSV rows: policy, metric, mean, ci95_low, ci95_high, n; Markdown table of 'mean ± half-width')."""
+    rows, stats = [], {}
+    for p, recs in by_policy.items():
+        stats[p] = summarize(recs, metrics)
+        for m, s in stats[p].items():
+            rows.append({"policy": p, "metric": m, "mean": s["mean"], "ci95_low": s["lo"], "ci95_high": s["hi"],
+                         "n": s["n"]})
+    cols = [m for m in metrics if any(m in s for s in stats.values())]
+    lines = ["| policy | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for p, s in stats.items():
+        cells = [(f"{_fmt(s[m]['mean'])} ± {_fmt(s[m]['half'])}" if m in s else "") for m in cols]
+        lines.append(f"| {p} | " + " | ".join(cells) + " |")
+    return rows, "\n".join(lines)

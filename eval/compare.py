@@ -1,0 +1,465 @@
+"""Evaluation harness: policies x scenarios x seeds in parallel worker processes, summary tables with 95 %
+t-intervals and MLFS relative differences, MLFS-style figures and a one-page Markdown report.
+
+    python eval/compare.py --policies mlf-h fifo nomig=mlf-h:migrate=false runs/ppo.zip \\
+        --scenarios clustergym/GPUCluster-v0 hetero=clustergym/Hetero-v0:window_jobs=20 \\
+        --seeds 0 1 2 --set window_jobs=30 split=test --reference mlf-h --out results/my-sweep
+    python eval/compare.py --experiment mlfs-overall          # named reproductions (eval/experiments.py)
+    python eval/compare.py --list-experiments
+    python eval/compare.py --report-only --out results/my-sweep   # re-aggregate existing run files
+
+**Policy spec**: ``[label=]name[:key=value,...]`` (a heuristic of ``baselines.available()`` with parameters,
+values parsed as YAML) or ``[label=]path.zip`` (a saved agent, loaded lazily in the worker with
+``agents.io.load_agent``). **Scenario spec**: ``[label=]env_id[:key=value,...]`` (EnvConfig fields as
+``gymnasium.make`` keywords; dotted keys for nested dicts: ``generator.load=2``). ``--set`` overrides apply to
+every scenario. ``--loads 0.25 0.5 1 2 3`` expands each scenario into a load sweep: ``--load-mode jobs``
+scales ``window_jobs`` by x, ``--load-mode generator`` sets ``generator.load = x`` (generator workloads).
+
+**Outputs** (``--out``): ``runs/<policy>__<scenario>__s<seed>.json`` (episode summary + timing, written last:
+its presence marks the run as done, an interrupted sweep re-runs only missing runs) and ``.jobs.csv``
+(per-job records of ``sim.job_records()``); aggregated ``episodes.csv``, ``jobs.csv``,
+``summary_long.csv`` (every metric: n, mean, std, t-interval, relative difference to the reference),
+``summary.csv``/``summary.md`` (wide), ``figures/*.png`` and ``report.md``. Every file is written to a
+temporary name and moved into place with ``os.replace``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing
+import os
+import re
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+if __package__ in (None, ""):  # run as a script: make the repository importable (and the worker picklable)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+# --------------------------------------------------------------------------- atomic files
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_csv(df, path: str | os.PathLike) -> None:
+    atomic_write_text(path, df.to_csv(index=False))
+
+
+def atomic_write_parquet(df, path: str | os.PathLike) -> bool:
+    """Write Parquet if pyarrow is importable (optional); returns whether it was written."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+    return True
+
+
+# --------------------------------------------------------------------------- specs
+
+
+def _value(s: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(s)
+    except Exception:
+        return s
+
+
+def parse_kv(text: str) -> dict:
+    """``"a=1,b.c=x"`` -> ``{"a": 1, "b": {"c": "x"}}`` (values parsed as YAML; dotted keys nest)."""
+    out: dict = {}
+    if not text:
+        return out
+    for part in re.split(r",(?=[A-Za-z_][\w.]*=)", text):
+        if not part:
+            continue
+        if "=" not in part:
+            raise ValueError(f"expected key=value, got {part!r}")
+        k, v = part.split("=", 1)
+        set_nested(out, k.strip(), _value(v.strip()))
+    return out
+
+
+def set_nested(d: dict, key: str, value: Any) -> None:
+    parts = key.split(".")
+    for p in parts[:-1]:
+        d = d.setdefault(p, {})
+    d[parts[-1]] = value
+
+
+def deep_merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _split_label(spec: str) -> tuple[str | None, str]:
+    if "=" in spec:
+        head, rest = spec.split("=", 1)
+        if ":" not in head and "/" not in head and head:
+            return head, rest
+    return None, spec
+
+
+def safe_name(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "-", s).strip("-")
+
+
+def parse_policy(spec: str) -> dict:
+    """``[label=]name[:k=v,...]`` or ``[label=]path.zip`` -> {"label", "kind", "name"/"path", "params"}."""
+    label, body = _split_label(spec)
+    if body.endswith(".zip") or os.sep in body or body.startswith("."):
+        return {"label": safe_name(label or Path(body).stem), "kind": "agent", "path": str(body), "params": {}}
+    name, _, kv = body.partition(":")
+    params = parse_kv(kv)
+    if label is None:
+        label = name if not params else name + "-" + "-".join(f"{k}{v}" for k, v in params.items())
+    return {"label": safe_name(label), "kind": "heuristic", "name": name, "params": params}
+
+
+def parse_scenario(spec: str) -> dict:
+    """``[label=]env_id[:k=v,...]`` -> {"label", "env_id", "kwargs"}."""
+    label, body = _split_label(spec)
+    env_id, _, kv = body.partition(":")
+    if label is None:
+        label = env_id.split("/")[-1]
+    return {"label": safe_name(label), "env_id": env_id, "kwargs": parse_kv(kv)}
+
+
+def base_window_jobs(env_id: str, kwargs: dict) -> int:
+    if "window_jobs" in kwargs:
+        return int(kwargs["window_jobs"])
+    from envs.config import EnvConfig
+    from envs.scenarios import SCENARIOS
+
+    return int(SCENARIOS.get(env_id, {}).get("window_jobs", EnvConfig().window_jobs))
+
+
+def expand_loads(scenarios: list[dict], loads: Sequence[float] | None, mode: str = "jobs") -> list[dict]:
+    """One scenario per (scenario, load x); adds ``base`` (the scenario label) and ``load`` to each."""
+    out = []
+    for sc in scenarios:
+        if not loads:
+            out.append({**sc, "base": sc.get("base", sc["label"]), "load": sc.get("load", 1.0)})
+            continue
+        for x in loads:
+            kw = dict(sc["kwargs"])
+            if mode == "jobs":
+                kw["window_jobs"] = max(1, int(round(base_window_jobs(sc["env_id"], kw) * x)))
+            elif mode == "generator":
+                kw = deep_merge(kw, {"workload": "generator", "generator": {"load": float(x)}})
+            else:
+                raise ValueError(f"load mode must be 'jobs' or 'generator', got {mode!r}")
+            out.append({"label": f"{sc['label']}@x{x:g}", "env_id": sc["env_id"], "kwargs": kw,
+                        "base": sc["label"], "load": float(x)})
+    return out
+
+
+def run_key(policy: str, scenario: str, seed: int) -> str:
+    return f"{safe_name(policy)}__{safe_name(scenario)}__s{int(seed)}"
+
+
+def make_runs(policies: list[dict], scenarios: list[dict], seeds: Iterable[int], common: dict | None = None,
+              max_steps: int | None = None) -> list[dict]:
+    runs = []
+    for sc in scenarios:
+        kw = deep_merge(common or {}, sc["kwargs"])
+        if max_steps is not None:
+            kw["max_steps"] = int(max_steps)
+        for p in policies:
+            for s in seeds:
+                runs.append({"key": run_key(p["label"], sc["label"], s), "policy": p["label"], "policy_spec": p,
+                             "scenario": sc["label"], "scenario_base": sc.get("base", sc["label"]),
+                             "load": float(sc.get("load", 1.0)), "env_id": sc["env_id"], "env_kwargs": kw,
+                             "seed": int(s)})
+    return runs
+
+
+# --------------------------------------------------------------------------- one run (worker)
+
+
+def _load_policy(spec: dict, env):
+    if spec["kind"] == "heuristic":
+        import baselines
+
+        return baselines.make(spec["name"], env, **spec.get("params", {}))
+    try:
+        from agents.io import load_agent
+    except ImportError as e:  # the colleague's module is not there yet
+        raise RuntimeError(f"cannot load agent {spec['path']!r}: agents.io.load_agent is not available ({e})") from e
+    try:
+        return load_agent(spec["path"], env=env)
+    except TypeError:
+        return load_agent(spec["path"])
+
+
+def _predict(agent, obs, mask):
+    try:
+        a, _ = agent.predict(obs, deterministic=True, action_masks=mask)
+    except TypeError:  # a policy without action masks
+        a, _ = agent.predict(obs, deterministic=True)
+    return int(np.asarray(a).reshape(-1)[0])
+
+
+def run_one(run: dict, out_dir: str) -> dict:
+    """Play one seeded episode; write ``runs/<key>.jobs.csv`` then ``runs/<key>.json``; return the episode row.
+    Importable and picklable (spawn/forkserver-safe): everything it needs travels in ``run``."""
+    import gymnasium as gym
+    import pandas as pd
+
+    import envs  # noqa: F401  (registers the ids)
+
+    t_start = time.perf_counter()
+    env = gym.make(run["env_id"], disable_env_checker=True, **run["env_kwargs"])
+    try:
+        agent = _load_policy(run["policy_spec"], env)
+        u = env.unwrapped
+        obs, info = env.reset(seed=run["seed"])
+        episode = dict(info.get("episode", {}))
+        lat: list[float] = []
+        term = trunc = False
+        while True:
+            mask = u.action_masks()
+            t = time.perf_counter()
+            a = _predict(agent, obs, mask)
+            lat.append(time.perf_counter() - t)
+            obs, _, term, trunc, info = env.step(a)
+            if term or trunc:
+                break
+        summary = dict(info["summary"])
+        jobs = pd.DataFrame(u.sim.job_records())
+    finally:
+        env.close()
+    us = np.asarray(lat) * 1e6
+    meta = {"policy": run["policy"], "scenario": run["scenario"], "scenario_base": run["scenario_base"],
+            "load": run["load"], "seed": run["seed"], "env_id": run["env_id"]}
+    row = {**meta, **summary, "terminated": bool(term), "truncated": bool(trunc), "agent_steps": len(lat),
+           "decision_mean_us": float(us.mean()) if len(us) else math.nan,
+           "decision_p99_us": float(np.percentile(us, 99)) if len(us) else math.nan,
+           "wall_s": time.perf_counter() - t_start,
+           "window_start": episode.get("window_start", math.nan), "n_jobs_window": episode.get("n_jobs", math.nan)}
+    runs_dir = Path(out_dir) / "runs"
+    for k, v in meta.items():
+        jobs.insert(0, k, v) if k not in jobs.columns else None
+    jobs = jobs[list(meta) + [c for c in jobs.columns if c not in meta]]
+    atomic_write_csv(jobs, runs_dir / f"{run['key']}.jobs.csv")
+    payload = {"row": row, "run": {k: run[k] for k in ("env_id", "env_kwargs", "policy_spec", "seed")}}
+    atomic_write_text(runs_dir / f"{run['key']}.json", json.dumps(payload, default=_json_default, indent=1))
+    return row
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, (np.bool_,)):
+        return bool(o)
+    return str(o)
+
+
+def is_done(out_dir: str | os.PathLike, run: dict) -> bool:
+    return (Path(out_dir) / "runs" / f"{run['key']}.json").exists()
+
+
+# --------------------------------------------------------------------------- the sweep
+
+
+def sweep(runs: list[dict], out_dir: str | os.PathLike, workers: int = 2, mp_context: str = "spawn",
+          progress: bool = True) -> dict:
+    """Execute the runs not yet done (in ``workers`` processes; 0 = in this process). Returns
+    {"executed": [keys], "skipped": [keys], "failed": {key: error}, "wall_s": float}."""
+    out_dir = Path(out_dir)
+    (out_dir / "runs").mkdir(parents=True, exist_ok=True)
+    todo = [r for r in runs if not is_done(out_dir, r)]
+    skipped = [r["key"] for r in runs if is_done(out_dir, r)]
+    # longest first (bigger windows) for a better balance across workers
+    todo.sort(key=lambda r: -int(r["env_kwargs"].get("window_jobs", 0) or 0))
+    executed, failed = [], {}
+    t0 = time.perf_counter()
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(todo), desc="runs", unit="run", disable=not progress, dynamic_ncols=True)
+    if workers <= 0:
+        for r in todo:
+            try:
+                run_one(r, str(out_dir))
+                executed.append(r["key"])
+            except Exception as e:  # noqa: BLE001  (report and go on)
+                failed[r["key"]] = f"{type(e).__name__}: {e}"
+            bar.update(1)
+    elif todo:
+        from eval import compare as _self  # the importable module, so the worker pickles by module name
+
+        ctx = multiprocessing.get_context(mp_context)
+        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as ex:
+            futs = {ex.submit(_self.run_one, r, str(out_dir)): r["key"] for r in todo}
+            for f in as_completed(futs):
+                k = futs[f]
+                try:
+                    f.result()
+                    executed.append(k)
+                except Exception as e:  # noqa: BLE001
+                    failed[k] = f"{type(e).__name__}: {e}"
+                bar.update(1)
+    bar.close()
+    for k, e in failed.items():
+        print(f"FAILED {k}: {e}", file=sys.stderr)
+    return {"executed": executed, "skipped": skipped, "failed": failed, "wall_s": time.perf_counter() - t0}
+
+
+def collect(out_dir: str | os.PathLike, runs: list[dict] | None = None):
+    """(episodes, jobs) DataFrames from the run files (only the given runs, or all of them)."""
+    import pandas as pd
+
+    rdir = Path(out_dir) / "runs"
+    keys = [r["key"] for r in runs] if runs is not None else sorted(p.name[:-5] for p in rdir.glob("*.json"))
+    rows, jobs = [], []
+    for k in keys:
+        p = rdir / f"{k}.json"
+        if not p.exists():
+            continue
+        rows.append(json.loads(p.read_text())["row"])
+        jp = rdir / f"{k}.jobs.csv"
+        if jp.exists():
+            jobs.append(pd.read_csv(jp))
+    ep = pd.DataFrame(rows)
+    jb = pd.concat(jobs, ignore_index=True) if jobs else pd.DataFrame()
+    return ep, jb
+
+
+def aggregate(out_dir: str | os.PathLike, runs: list[dict] | None = None, reference: str | None = None,
+              title: str = "Evaluation sweep", notes: str = "", figures: bool = True, bootstrap: int = 0,
+              meta: dict | None = None) -> dict:
+    """Write episodes.csv, jobs.csv, summary_long.csv, summary.csv/.md, figures and report.md."""
+    from eval import plots, report, stats
+
+    out_dir = Path(out_dir)
+    ep, jb = collect(out_dir, runs)
+    if ep.empty:
+        raise RuntimeError(f"no finished runs under {out_dir / 'runs'}")
+    order = list(dict.fromkeys(r["policy"] for r in runs)) if runs else list(dict.fromkeys(ep["policy"]))
+    atomic_write_csv(ep, out_dir / "episodes.csv")
+    if not jb.empty:
+        atomic_write_csv(jb, out_dir / "jobs.csv")
+        atomic_write_parquet(jb, out_dir / "jobs.parquet")
+    atomic_write_parquet(ep, out_dir / "episodes.parquet")
+    if reference is not None and reference not in set(ep["policy"]):
+        print(f"warning: reference policy {reference!r} not in the sweep; no relative differences", file=sys.stderr)
+        reference = None
+    long = stats.summarize(ep, reference=reference, bootstrap=bootstrap)
+    atomic_write_csv(long, out_dir / "summary_long.csv")
+    wide_metrics = [m for m in report.TABLE_METRICS if m in ep.columns]
+    wide = stats.wide_table(long, wide_metrics)
+    atomic_write_csv(wide, out_dir / "summary.csv")
+    atomic_write_text(out_dir / "summary.md", stats.to_markdown(wide))
+    load_long = None
+    if "load" in ep.columns and ep.groupby("scenario_base")["load"].nunique().max() > 1:
+        load_long = stats.summarize(ep, group=("scenario_base", "load", "policy"), reference=reference)
+        atomic_write_csv(load_long, out_dir / "summary_by_load.csv")
+    figs = (plots.all_figures(ep, jb, long, load_long, out_dir / "figures", order=order, reference=reference)
+            if figures else [])
+    rep = report.write_report(out_dir, title=title, episodes=ep, long=long, figures=figs, reference=reference,
+                              notes=notes, meta=meta or {}, order=order)
+    return {"episodes": ep, "jobs": jb, "long": long, "load_long": load_long, "figures": figs, "report": rep}
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python eval/compare.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--experiment", help="a named reproduction of eval/experiments.py (see --list-experiments)")
+    ap.add_argument("--list-experiments", action="store_true")
+    ap.add_argument("--policies", nargs="+", default=["mlf-h", "fifo"], metavar="SPEC")
+    ap.add_argument("--scenarios", nargs="+", default=["clustergym/GPUCluster-v0"], metavar="SPEC")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="env overrides for every scenario")
+    ap.add_argument("--loads", nargs="*", type=float, default=None, help="load sweep factors x, e.g. 0.25 0.5 1 2 3")
+    ap.add_argument("--load-mode", choices=("jobs", "generator"), default="jobs")
+    ap.add_argument("--reference", default=None, help="policy label for relative differences (y - z) / z")
+    ap.add_argument("--out", default=None, help="output folder (default results/<experiment or 'sweep'>)")
+    ap.add_argument("--workers", type=int, default=2, help="worker processes (0 = in-process)")
+    ap.add_argument("--mp-context", default="spawn", choices=("spawn", "forkserver", "fork"))
+    ap.add_argument("--max-steps", type=int, default=None, help="env max_steps (truncation) for every run")
+    ap.add_argument("--bootstrap", type=int, default=0, help="also percentile-bootstrap intervals (resamples)")
+    ap.add_argument("--quick", action="store_true", help="experiments: a smoke-test size (1 seed, small windows)")
+    ap.add_argument("--report-only", action="store_true", help="re-aggregate the run files already in --out")
+    ap.add_argument("--no-figures", action="store_true")
+    ap.add_argument("--no-progress", action="store_true")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    from eval import experiments
+
+    if a.list_experiments:
+        for name, fn in experiments.EXPERIMENTS.items():
+            print(f"{name:16s} {(fn.__doc__ or '').strip().splitlines()[0]}")
+        return 0
+    t0 = time.perf_counter()
+    if a.experiment:
+        out = Path(a.out or f"results/{a.experiment}" + ("-quick" if a.quick else ""))
+        exp = experiments.get(a.experiment)(out, quick=a.quick, seeds=None if a.seeds == [0, 1, 2] else a.seeds)
+        runs, reference, title, notes = exp["runs"], exp.get("reference"), exp["title"], exp.get("notes", "")
+    else:
+        out = Path(a.out or "results/sweep")
+        policies = [parse_policy(p) for p in a.policies]
+        labels = [p["label"] for p in policies]
+        if len(set(labels)) != len(labels):
+            raise SystemExit(f"duplicate policy labels {labels}: give labels as label=spec")
+        scenarios = expand_loads([parse_scenario(s) for s in a.scenarios], a.loads, a.load_mode)
+        common: dict = {}
+        for kv in a.set:
+            common = deep_merge(common, parse_kv(kv))
+        runs = make_runs(policies, scenarios, a.seeds, common, a.max_steps)
+        reference, title, notes, exp = a.reference, "Evaluation sweep", "", None
+    print(f"{len(runs)} runs -> {out}", file=sys.stderr)
+    res = {"executed": [], "skipped": [], "failed": {}, "wall_s": 0.0}
+    if not a.report_only:
+        res = sweep(runs, out, workers=a.workers, mp_context=a.mp_context, progress=not a.no_progress)
+        print(f"executed {len(res['executed'])}, skipped {len(res['skipped'])} (already done), "
+              f"failed {len(res['failed'])} in {res['wall_s']:.1f} s", file=sys.stderr)
+    meta = {"command": "python eval/compare.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            "runs": len(runs), "executed": len(res["executed"]), "sweep_wall_s": round(res["wall_s"], 1),
+            "workers": a.workers}
+    agg = aggregate(out, runs, reference=reference, title=title, notes=notes, figures=not a.no_figures,
+                    bootstrap=a.bootstrap, meta=meta)
+    if exp is not None and exp.get("claims"):
+        from eval import report
+
+        claims = exp["claims"](agg)
+        report.write_claims(out, claims)
+    print(f"report: {agg['report']}  ({time.perf_counter() - t0:.1f} s total)", file=sys.stderr)
+    return 1 if res["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""PPO agents: pairwise policy (masking, size invariance), behaviour cloning of MLF-H, evaluation, save/load."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch as th
+
+import envs  # noqa: F401
+from agents.bc import agreement, behaviour_clone, collect
+from agents.evaluate import evaluate, make_env, results_table, summarize, t95
+from agents.policies import MASKED_LOGIT, policy_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV_ID = "clustergym/GPUCluster-v0"
+
+
+def _model(env, policy="pairwise", algo="maskable", seed=0):
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import PPO
+
+    cls, kw = policy_spec(policy, algo)
+    Algo = MaskablePPO if algo == "maskable" else PPO
+    return Algo(cls, env, policy_kwargs=kw, n_steps=64, batch_size=32, device="cpu", seed=seed)
+
+
+def _obs_tensor(obs):
+    return {k: th.as_tensor(v[None], dtype=th.float32) for k, v in obs.items()}
+
+
+@pytest.mark.parametrize("algo", ["maskable", "ppo"])
+def test_pairwise_logits_respect_mask(algo):
+    env = make_env(ENV_ID, {"window_jobs": 15})
+    model = _model(env, algo=algo)
+    obs, _ = env.reset(seed=3)
+    feats = model.policy.extract_features(_obs_tensor(obs), model.policy.pi_features_extractor)
+    logits = model.policy.mlp_extractor.forward_actor(feats)[0]
+    mask = env.unwrapped.action_masks()
+    assert logits.shape == (env.unwrapped.n_actions,)
+    assert th.all(logits[~th.as_tensor(mask)] == MASKED_LOGIT)
+    for _ in range(30):  # plain PPO too never picks an invalid action with this policy
+        a, _ = model.predict(obs, deterministic=False)
+        assert mask[int(a)]
+
+
+def test_pairwise_weights_transfer_to_other_sizes():
+    big = make_env(ENV_ID, {"window_jobs": 10})
+    small = make_env(ENV_ID, {"window_jobs": 10, "cluster": "tiny-8", "window_size": 5, "n_destinations": 3})
+    m_big, m_small = _model(big), _model(small)
+    m_small.policy.load_state_dict(m_big.policy.state_dict())  # no weight depends on W, K or G
+    obs, _ = small.reset(seed=0)
+    a, _ = m_small.predict(obs, deterministic=True, action_masks=small.unwrapped.action_masks())
+    assert small.unwrapped.action_masks()[int(a)]
+
+
+def test_bc_reproduces_mlfh_on_heldout_states():
+    """Measured (pairwise, 20 training episodes, 600 steps): 0.966 on all held-out states. This test uses a
+    smaller budget (8 episodes, 200 steps); the thresholds sit below what it measured (see docs/training.md)."""
+    cfg = {"split": "train"}
+    data = collect("mlf-h", ENV_ID, cfg, range(100, 108))
+    hold = collect("mlf-h", ENV_ID, cfg, range(900, 904))  # other windows: states BC never saw
+    env = make_env(ENV_ID, cfg)
+    model = _model(env)
+    before = agreement(model.policy, hold, exclude_end=True)
+    behaviour_clone(model.policy, data, steps=200, batch_size=128, lr=1e-3, seed=0)
+    agree = agreement(model.policy, hold)
+    agree_place = agreement(model.policy, hold, exclude_end=True)
+    print(json.dumps({"states": len(data["actions"]), "holdout": len(hold["actions"]), "agreement": agree,
+                      "agreement_placements": agree_place, "before_placements": before}))
+    assert agree >= 0.85
+    assert agree_place >= 0.5 and agree_place > before + 0.2
+
+
+def test_t_interval_and_table():
+    assert t95(1) == pytest.approx(12.706) and t95(100) == pytest.approx(1.984, abs=0.002)
+    recs = [{"episode_return": x, "mean_jct": 10 * x} for x in (1.0, 2.0, 3.0)]
+    s = summarize(recs, ("episode_return", "mean_jct"))
+    assert s["episode_return"]["mean"] == pytest.approx(2.0)
+    assert s["episode_return"]["half"] == pytest.approx(4.303 * 1.0 / np.sqrt(3), rel=1e-4)
+    rows, md = results_table({"a": recs, "b": recs}, ("episode_return", "mean_jct"))
+    assert len(rows) == 4 and md.count("\n") == 3 and "± " in md
+
+
+def test_evaluate_heuristic_records():
+    recs = evaluate("mlf-h", ENV_ID, {"split": "test", "window_jobs": 10}, [1, 2], max_steps=400)
+    assert [r["seed"] for r in recs] == [1, 2]
+    for r in recs:
+        for k in ("episode_return", "steps", "mean_jct", "deadline_ratio", "accuracy_ratio", "bandwidth_mb",
+                  "migrations", "overload_occurrences", "truncated"):
+            assert k in r
+
+
+def test_saved_agent_reloads_in_subprocess_with_identical_actions(tmp_path):
+    env = make_env(ENV_ID, {"split": "test", "window_jobs": 15})
+    model = _model(env)
+    model.save(tmp_path / "agent.zip")
+    (tmp_path / "config.yaml").write_text("algo: maskable\n")
+    obs, _ = env.reset(seed=5)
+    mine = []
+    for _ in range(25):
+        a, _ = model.predict(obs, deterministic=True, action_masks=env.unwrapped.action_masks())
+        mine.append(int(a))
+        obs, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            break
+    script = f"""
+import json, warnings, envs
+from agents.io import load_agent
+from agents.evaluate import make_env
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    model = load_agent({str(tmp_path / 'agent.zip')!r})
+assert any("pickle" in str(x.message) for x in w)
+env = make_env("{ENV_ID}", {{"split": "test", "window_jobs": 15}})
+obs, _ = env.reset(seed=5)
+acts = []
+for _ in range({len(mine)}):
+    a, _ = model.predict(obs, deterministic=True, action_masks=env.unwrapped.action_masks())
+    acts.append(int(a))
+    obs, _, term, trunc, _ = env.step(a)
+    if term or trunc:
+        break
+print(json.dumps(acts))
+"""
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == mine

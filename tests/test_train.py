@@ -1,0 +1,93 @@
+"""train/ppo.py: smoke run of the real script (tiny settings), resume, config checks."""
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _ppo():
+    spec = importlib.util.spec_from_file_location("train_ppo", ROOT / "train" / "ppo.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+ppo = _ppo()
+
+TINY = {"env": {"window_jobs": 10}, "timesteps": 256, "n_steps": 128, "batch_size": 64, "n_epochs": 1,
+        "bc_steps": 20, "bc_episodes": 2, "bc_holdout_episodes": 1, "eval_freq": 128, "eval_episodes": 1,
+        "eval_max_steps": 100, "final_eval_episodes": 2, "final_eval_max_steps": 100,
+        "final_baselines": ["fifo", "mlf-h"], "progress_bar": False}
+
+
+def _scalars(tb_dir: Path) -> dict[str, list]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tb_dir))
+    acc.Reload()
+    return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
+
+
+def test_smoke_run_writes_everything(tmp_path):
+    t0 = time.time()
+    cfg = ppo.build_config({**TINY, "out": str(tmp_path / "run")})
+    res = ppo.train(cfg)
+    elapsed = time.time() - t0
+    out = Path(res["out"])
+    for f in ("config.yaml", "final_model.zip", "best_model.zip", "results.csv", "results.md", "episodes.csv",
+              "bc.json", "checkpoints/last.zip", "state.json"):
+        assert (out / f).exists(), f
+    md = (out / "results.md").read_text()
+    for p in ("agent", "fifo", "mlf-h"):
+        assert f"| {p} |" in md
+    assert "mean_jct" in md and "deadline_ratio" in md
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert saved["timesteps"] == 256 and saved["env"] == {"window_jobs": 10}
+    tags = _scalars(out / "tb" / "ppo_1")
+    assert "train/value_loss" in tags and "eval/episode_return" in tags and "eval/mean_jct" in tags
+    assert "episode/return" in tags and "summary/mean_jct" in tags and "summary/deadline_ratio" in tags
+    assert res["num_timesteps"] == 256
+    assert elapsed < 90, elapsed  # < 60 s on an idle 2-core machine
+
+
+def test_resume_continues_steps_and_logs(tmp_path, capsys):
+    out = tmp_path / "run"
+    cfg = ppo.build_config({**TINY, "timesteps": 512, "bc_steps": 0, "final_eval_episodes": 1,
+                            "final_baselines": ["mlf-h"], "out": str(out)})
+    first = ppo.train(cfg, stop_at=256)
+    assert first["interrupted"] and first["num_timesteps"] == 256
+    before = _scalars(out / "tb" / "ppo_1")
+    with pytest.raises(SystemExit):  # flags that differ from the saved config are refused
+        ppo.main(["--resume", str(out), "--seed", "7"])
+    assert "refuses" in capsys.readouterr().err
+    res = ppo.main(["--resume", str(out), "--no-progress"])
+    assert not res["interrupted"] and res["num_timesteps"] == 512
+    assert not (out / "tb" / "ppo_2").exists()  # same TensorBoard run continued
+    after = _scalars(out / "tb" / "ppo_1")
+    assert max(s for s, _ in after["train/value_loss"]) > max(s for s, _ in before["train/value_loss"])
+    assert max(s for s, _ in after["train/value_loss"]) >= 384
+
+
+def test_config_rejects_unknown_keys(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("timesteps: 10\nlearning_rat: 0.1\n")
+    with pytest.raises(ppo.ConfigError, match="learning_rat"):
+        ppo.build_config(None, str(f))
+    with pytest.raises(ppo.ConfigError, match="5 values"):
+        ppo.build_config({"reward_weights": "1,2,3"})
+    assert ppo.build_config({"reward_weights": "1,0,0,0,0"})["reward_weights"] == [1.0, 0, 0, 0, 0]
+
+
+def test_help_lists_flags(capsys):
+    with pytest.raises(SystemExit):
+        ppo.main(["--help"])
+    text = capsys.readouterr().out
+    for flag in ("--scenario", "--timesteps", "--n-envs", "--seed", "--config", "--bc-steps", "--reward-weights",
+                 "--out", "--resume", "--device", "--policy", "--algo", "--eval-episodes", "--eval-freq"):
+        assert flag in text

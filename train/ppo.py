@@ -1,0 +1,567 @@
+"""Train a PPO agent on a clustergym scenario: warm start from MLF-H, fine-tune with (Maskable)PPO, compare.
+
+``python train/ppo.py`` (or ``make train``) with no arguments trains the default pairwise MaskablePPO agent on
+``clustergym/GPUCluster-v0`` and writes a run folder under ``runs/`` with the model, its config, TensorBoard
+logs and a results table against the heuristics on held-out windows. ``--help`` lists the flags;
+docs/training.md describes everything. All logic is in importable functions (``train(cfg)``, ``main(argv)``).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+import json
+import os
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Sequence
+
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+import numpy as np  # noqa: E402
+import yaml  # noqa: E402
+
+# Every key a --config YAML may set (unknown keys are rejected by name). Flags override the YAML.
+DEFAULTS: dict[str, Any] = {
+    "scenario": "clustergym/GPUCluster-v0",
+    "env": {},                    # EnvConfig overrides for training and evaluation envs (e.g. window_jobs)
+    "reward_weights": None,       # 5 floats (beta_1..beta_5); None = the env default (MLFS §4.1)
+    "timesteps": 30_000,          # PPO environment steps (after BC)
+    "n_envs": 1,                  # >1: SubprocVecEnv (torch then uses 1 thread)
+    "seed": 0,
+    "device": "cpu",
+    "torch_threads": 1,           # torch intra-op threads (1 is fastest for these small nets on 2 cores)
+    "policy": "pairwise",         # mlp | pairwise
+    "algo": "maskable",           # maskable (MaskablePPO) | ppo (plain PPO, no masks from the env)
+    "d": 64,                      # pairwise embedding width
+    "net_arch": [256, 256],       # mlp policy hidden layers (pi and vf)
+    "train_max_steps": 5000,      # agent steps per training episode (truncation; keeps episodes bounded)
+    # behaviour cloning (warm start)
+    "expert": "mlf-h",
+    "bc_steps": 600,             # gradient steps; 0 = no warm start
+    "bc_episodes": 20,            # expert episodes on training windows
+    "bc_holdout_episodes": 5,     # further expert episodes to measure agreement on unseen states
+    "bc_batch_size": 128,
+    "bc_lr": 1.0e-3,
+    "bc_value_coef": 0.5,
+    # PPO
+    "learning_rate": 1.0e-4,
+    "n_steps": 1024,
+    "batch_size": 128,
+    "n_epochs": 4,
+    "gamma": 0.99,
+    "gae_lambda": 0.95,
+    "clip_range": 0.1,
+    "ent_coef": 0.0,
+    "vf_coef": 0.5,
+    "max_grad_norm": 0.5,
+    "target_kl": 0.05,
+    # evaluation on held-out windows (split="test")
+    "eval_freq": 10_000,          # env steps between periodic evaluations (0 = only before/after training)
+    "eval_episodes": 3,           # held-out windows per periodic evaluation
+    "eval_max_steps": 1500,       # agent-step cap per periodic evaluation episode
+    "eval_baselines": ["mlf-h", "fifo"],
+    "eval_seed": 10_000,          # held-out windows use reset(seed=eval_seed + i)
+    "final_eval_episodes": 5,     # held-out windows in the final results table
+    "final_eval_max_steps": 5000,  # agent-step cap per final evaluation episode (None = env's max_steps)
+    "final_baselines": ["random", "fifo", "tiresias", "mlf-h", "mlfs-h+c"],
+    "log_every": 2,               # one-line summary every this many PPO rollouts
+    "progress_bar": True,
+    "out": None,                  # run folder; None = runs/<scenario>-<timestamp>
+}
+
+# keys that may differ on --resume without refusing (they do not change what is trained)
+_RESUME_FREE = {"out", "progress_bar", "log_every", "device", "torch_threads"}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------- config
+def check_keys(d: dict, where: str) -> None:
+    bad = sorted(set(d) - set(DEFAULTS))
+    if bad:
+        raise ConfigError(f"unknown key(s) {bad} in {where}; known: {sorted(DEFAULTS)}")
+
+
+def parse_weights(s: str | Sequence[float] | None) -> list[float] | None:
+    if s is None:
+        return None
+    if isinstance(s, str):
+        try:
+            w = [float(x) for x in s.split(",")]
+        except ValueError:
+            raise ConfigError(f"--reward-weights must be 5 comma-separated floats, got {s!r}") from None
+    else:
+        w = [float(x) for x in s]
+    if len(w) != 5:
+        raise ConfigError(f"reward_weights needs 5 values (beta_1..beta_5), got {len(w)}")
+    return w
+
+
+def build_config(overrides: dict | None = None, config_file: str | None = None) -> dict:
+    cfg = copy.deepcopy(DEFAULTS)
+    if config_file:
+        with open(config_file) as f:
+            y = yaml.safe_load(f) or {}
+        if not isinstance(y, dict):
+            raise ConfigError(f"{config_file} must hold a mapping")
+        check_keys(y, config_file)
+        cfg.update(y)
+    if overrides:
+        check_keys(overrides, "overrides")
+        cfg.update(overrides)
+    cfg["reward_weights"] = parse_weights(cfg["reward_weights"])
+    if cfg["policy"] not in ("mlp", "pairwise"):
+        raise ConfigError(f"policy must be 'mlp' or 'pairwise', got {cfg['policy']!r}")
+    if cfg["algo"] not in ("maskable", "ppo"):
+        raise ConfigError(f"algo must be 'maskable' or 'ppo', got {cfg['algo']!r}")
+    if not isinstance(cfg["env"], dict):
+        raise ConfigError("env must be a mapping of EnvConfig fields")
+    return cfg
+
+
+def env_config(cfg: dict, split: str) -> dict:
+    e = dict(cfg["env"])
+    if cfg["reward_weights"] is not None:
+        e["reward_weights"] = list(cfg["reward_weights"])
+    e["split"] = split
+    return e
+
+
+def default_out(cfg: dict) -> str:
+    name = cfg["scenario"].split("/")[-1]
+    return str(Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+# ---------------------------------------------------------------------------------------------- callbacks
+def _callbacks():
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class SummaryCallback(BaseCallback):
+        """TensorBoard: episode return/length and every numeric info["summary"] entry at episode ends;
+        a one-line console summary every ``log_every`` rollouts; a tqdm progress bar."""
+
+        def __init__(self, total: int, log_every: int, progress: bool, status: dict):
+            super().__init__()
+            self.total, self.log_every, self.progress, self.status = total, max(1, log_every), progress, status
+            self.recent: deque = deque(maxlen=20)
+            self.rollouts = 0
+            self.bar = None
+            self.t0 = time.time()
+            self.n0 = 0
+
+        def _on_training_start(self) -> None:
+            self.n0 = self.num_timesteps
+            self.t0 = time.time()
+            if self.progress:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=self.total, initial=self.num_timesteps, unit="step", desc="PPO",
+                                dynamic_ncols=True, mininterval=1.0)
+
+        def _on_step(self) -> bool:
+            if self.bar is not None:
+                self.bar.update(self.training_env.num_envs)
+            for info in self.locals.get("infos", []):
+                ep = info.get("episode")
+                if ep is not None:
+                    self.logger.record_mean("episode/return", float(ep["r"]))
+                    self.logger.record_mean("episode/length", float(ep["l"]))
+                summ = info.get("summary")
+                if summ is not None and ep is not None:
+                    rec = {"return": float(ep["r"])}
+                    for k, v in summ.items():
+                        if isinstance(v, (int, float, np.integer, np.floating)):
+                            self.logger.record_mean(f"summary/{k}", float(v))
+                            rec[k] = float(v)
+                    self.recent.append(rec)
+            return True
+
+        def _on_rollout_end(self) -> None:
+            self.rollouts += 1
+            if self.rollouts % self.log_every:
+                return
+            fps = (self.num_timesteps - self.n0) / max(1e-9, time.time() - self.t0)
+            msg = f"[{self.num_timesteps:,}/{self.total:,} steps, {fps:.0f} steps/s]"
+            if self.recent:
+                def m(k):
+                    xs = [r[k] for r in self.recent if k in r]
+                    return float(np.mean(xs)) if xs else float("nan")
+
+                msg += (f" train episodes (last {len(self.recent)}): return {m('return'):.3f}, "
+                        f"mean JCT {m('mean_jct'):.0f} s, deadline {m('deadline_ratio'):.2f}, "
+                        f"accuracy {m('accuracy_ratio'):.2f}, overloads {m('overload_occurrences'):.1f}")
+            else:
+                msg += " (no training episode finished yet)"
+            if self.status.get("last_eval"):
+                msg += " | " + self.status["last_eval"]
+            (self.bar.write if self.bar is not None else print)(msg)
+
+        def _on_training_end(self) -> None:
+            if self.bar is not None:
+                self.bar.close()
+
+    class EvalCheckpointCallback(BaseCallback):
+        """Every ``eval_freq`` steps: evaluate on held-out windows, log eval/*, keep the best model (by mean
+        episode return), save the last checkpoint and the run state."""
+
+        def __init__(self, run: "Run"):
+            super().__init__()
+            self.run = run
+            self.last = None
+
+        def _on_training_start(self) -> None:
+            self.last = self.num_timesteps
+
+        def _on_step(self) -> bool:
+            f = self.run.cfg["eval_freq"]
+            if f and self.num_timesteps - self.last >= f:
+                self.last = self.num_timesteps
+                self.run.periodic_eval(self.model, self.logger)
+                self.run.checkpoint(self.model)
+            stop = self.run.stop_at
+            return not (stop is not None and self.num_timesteps >= stop)
+
+    return SummaryCallback, EvalCheckpointCallback
+
+
+# ---------------------------------------------------------------------------------------------- run
+class Run:
+    def __init__(self, cfg: dict, out: Path, stop_at: int | None = None):
+        self.cfg, self.out, self.stop_at = cfg, out, stop_at
+        self.state_file = out / "state.json"
+        self.state: dict[str, Any] = {"best_return": None, "best_step": None, "baselines": {}, "bc": None,
+                                      "evals": []}
+        if self.state_file.exists():
+            self.state.update(json.loads(self.state_file.read_text()))
+        self.status: dict[str, str] = {}
+
+    def save_state(self) -> None:
+        self.state_file.write_text(json.dumps(self.state, indent=1, default=float))
+
+    def eval_seeds(self, n: int) -> list[int]:
+        return [int(self.cfg["eval_seed"]) + i for i in range(n)]
+
+    def baseline_means(self) -> dict[str, dict[str, float]]:
+        from agents.evaluate import evaluate, summarize
+
+        cfg = self.cfg
+        for b in cfg["eval_baselines"]:
+            if b not in self.state["baselines"]:
+                recs = evaluate(b, cfg["scenario"], env_config(cfg, "test"), self.eval_seeds(cfg["eval_episodes"]),
+                                max_steps=cfg["eval_max_steps"])
+                self.state["baselines"][b] = {k: v["mean"] for k, v in summarize(recs).items()}
+        return self.state["baselines"]
+
+    def periodic_eval(self, model, logger) -> dict:
+        from agents.evaluate import evaluate, summarize
+
+        cfg = self.cfg
+        t0 = time.time()
+        recs = evaluate(model, cfg["scenario"], env_config(cfg, "test"), self.eval_seeds(cfg["eval_episodes"]),
+                        max_steps=cfg["eval_max_steps"])
+        s = {k: v["mean"] for k, v in summarize(recs).items()}
+        base = self.baseline_means()
+        for k, v in s.items():
+            logger.record(f"eval/{k}", v)
+        for b, bs in base.items():
+            for k in ("episode_return", "mean_jct"):
+                if k in bs:
+                    logger.record(f"eval_baseline/{b}/{k}", bs[k])
+            if bs.get("mean_jct"):
+                logger.record(f"eval/mean_jct_over_{b}", s["mean_jct"] / bs["mean_jct"])
+        step = int(model.num_timesteps)
+        best = self.state["best_return"]
+        improved = best is None or s["episode_return"] > best
+        if improved:
+            self.state["best_return"], self.state["best_step"] = s["episode_return"], step
+            model.save(self.out / "best_model.zip")
+        self.state["evals"].append({"step": step, **{k: s[k] for k in ("episode_return", "mean_jct") if k in s}})
+        parts = [f"eval@{step:,}: return {s['episode_return']:.3f}, JCT {s['mean_jct']:.0f} s"]
+        for b, bs in base.items():
+            parts.append(f"{b} {bs['episode_return']:.3f}/{bs['mean_jct']:.0f} s")
+        self.status["last_eval"] = "; ".join(parts) + (" (new best)" if improved else "")
+        logger.dump(step)
+        self.save_state()
+        print(f"  {self.status['last_eval']}  [{time.time() - t0:.0f} s]", flush=True)
+        return s
+
+    def checkpoint(self, model) -> None:
+        (self.out / "checkpoints").mkdir(exist_ok=True)
+        model.save(self.out / "checkpoints" / "last.zip")
+        self.state["num_timesteps"] = int(model.num_timesteps)
+        self.save_state()
+
+
+def _make_vec_env(cfg: dict):
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    from agents.evaluate import make_env
+
+    ecfg = env_config(cfg, "train")
+    if cfg["train_max_steps"]:
+        ecfg.setdefault("max_steps", int(cfg["train_max_steps"]))
+    n = int(cfg["n_envs"])
+    vec_cls = SubprocVecEnv if n > 1 else DummyVecEnv
+    return make_vec_env(make_env, n_envs=n, seed=int(cfg["seed"]), vec_env_cls=vec_cls,
+                        env_kwargs={"env_id": cfg["scenario"], "config": ecfg})
+
+
+def _new_model(cfg: dict, env, tb_dir: str):
+    from agents.policies import policy_spec
+
+    policy_cls, pkw = policy_spec(cfg["policy"], cfg["algo"], cfg["net_arch"], cfg["d"])
+    if cfg["algo"] == "maskable":
+        from sb3_contrib import MaskablePPO as Algo
+    else:
+        from stable_baselines3 import PPO as Algo
+    return Algo(policy_cls, env, learning_rate=cfg["learning_rate"], n_steps=cfg["n_steps"],
+                batch_size=cfg["batch_size"], n_epochs=cfg["n_epochs"], gamma=cfg["gamma"],
+                gae_lambda=cfg["gae_lambda"], clip_range=cfg["clip_range"], ent_coef=cfg["ent_coef"],
+                vf_coef=cfg["vf_coef"], max_grad_norm=cfg["max_grad_norm"], target_kl=cfg["target_kl"],
+                policy_kwargs=pkw, tensorboard_log=tb_dir, seed=int(cfg["seed"]), device=cfg["device"], verbose=0)
+
+
+def warm_start(run: Run, model) -> dict:
+    """Roll out the expert on training windows, behaviour-clone it into the policy, measure agreement."""
+    from agents.bc import agreement, behaviour_clone, collect
+
+    cfg = run.cfg
+    t0 = time.time()
+    base = int(cfg["seed"]) * 100_003 + 7
+    train_seeds = [base + i for i in range(cfg["bc_episodes"])]
+    hold_seeds = [base + 50_000 + i for i in range(cfg["bc_holdout_episodes"])]
+    ecfg = env_config(cfg, "train")
+    print(f"BC: rolling out {cfg['expert']} on {len(train_seeds)} + {len(hold_seeds)} training windows ...", flush=True)
+    data = collect(cfg["expert"], cfg["scenario"], ecfg, train_seeds, gamma=cfg["gamma"])
+    hold = collect(cfg["expert"], cfg["scenario"], ecfg, hold_seeds, gamma=cfg["gamma"]) if hold_seeds else None
+    t1 = time.time()
+    writer = None
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(str(run.out / "tb" / "bc"))
+    except Exception:  # noqa: BLE001 - TensorBoard is optional for BC curves
+        pass
+
+    def cb(i, ce, loss):
+        if writer is not None and i % 10 == 0:
+            writer.add_scalar("bc/cross_entropy", ce, i)
+            writer.add_scalar("bc/loss", loss, i)
+        if (i + 1) % max(1, cfg["bc_steps"] // 5) == 0:
+            print(f"  BC step {i + 1}/{cfg['bc_steps']}: cross-entropy {ce:.4f}", flush=True)
+
+    before = agreement(model.policy, hold) if hold is not None else float("nan")
+    behaviour_clone(model.policy, data, cfg["bc_steps"], cfg["bc_batch_size"], cfg["bc_lr"], cfg["bc_value_coef"],
+                    seed=int(cfg["seed"]), callback=cb)
+    res = {"expert": cfg["expert"], "train_states": int(len(data["actions"])),
+           "holdout_states": int(len(hold["actions"])) if hold is not None else 0,
+           "agreement_train": agreement(model.policy, data),
+           "agreement_holdout": agreement(model.policy, hold) if hold is not None else float("nan"),
+           "agreement_holdout_before": before,
+           "agreement_holdout_placements": agreement(model.policy, hold, exclude_end=True) if hold is not None
+           else float("nan"),
+           "holdout_end_round_share": float(np.mean(hold["actions"] == hold["masks"].shape[1] - 1))
+           if hold is not None and len(hold["actions"]) else float("nan"), "rollout_s": t1 - t0, "train_s": time.time() - t1}
+    if writer is not None:
+        writer.add_scalar("bc/agreement_train", res["agreement_train"], cfg["bc_steps"])
+        writer.add_scalar("bc/agreement_holdout", res["agreement_holdout"], cfg["bc_steps"])
+        writer.close()
+    print(f"BC: {res['train_states']} states; agreement with {cfg['expert']}: train {res['agreement_train']:.3f}, "
+          f"held-out states {res['agreement_holdout']:.3f} (before BC {before:.3f}; on its placements only "
+          f"{res['agreement_holdout_placements']:.3f}) "
+          f"[{res['rollout_s']:.0f} s rollouts, {res['train_s']:.0f} s training]", flush=True)
+    return res
+
+
+def final_evaluation(run: Run, model) -> tuple[list[dict], str, list[dict]]:
+    from agents.evaluate import evaluate, results_table
+
+    cfg = run.cfg
+    seeds = run.eval_seeds(cfg["final_eval_episodes"])
+    ecfg = env_config(cfg, "test")
+    by_policy: dict[str, list[dict]] = {}
+    print(f"Final evaluation on {len(seeds)} held-out windows (split='test', seeds {seeds[0]}..{seeds[-1]}) ...",
+          flush=True)
+    for name in ["agent"] + list(cfg["final_baselines"]):
+        t0 = time.time()
+        pol = model if name == "agent" else name
+        by_policy[name] = evaluate(pol, cfg["scenario"], ecfg, seeds, name=name, max_steps=cfg["final_eval_max_steps"])
+        print(f"  {name}: {time.time() - t0:.0f} s", flush=True)
+    rows, md = results_table(by_policy)
+    records = [r for recs in by_policy.values() for r in recs]
+    return rows, md, records
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    keys: list[str] = []
+    for r in rows:
+        keys.extend(k for k in r if k not in keys)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def train(cfg: dict, resume: bool = False, stop_at: int | None = None) -> dict:
+    """Run (or resume) a training run described by ``cfg`` (from :func:`build_config`); returns a dict with
+    ``out``, ``bc``, ``results_md`` and ``num_timesteps``. ``stop_at`` interrupts PPO once that many steps
+    are done (as Ctrl-C would; for tests)."""
+    import torch
+
+    import envs  # noqa: F401
+
+    out = Path(cfg["out"] or default_out(cfg))
+    cfg["out"] = str(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg["n_envs"] > 1 or cfg["torch_threads"]:
+        torch.set_num_threads(1 if cfg["n_envs"] > 1 else int(cfg["torch_threads"]))
+    run = Run(cfg, out, stop_at)
+    tb_dir = str(out / "tb")
+    env = _make_vec_env(cfg)
+    last = out / "checkpoints" / "last.zip"
+    if resume and last.exists():
+        from agents.io import load_agent
+
+        model = load_agent(last, env=env, device=cfg["device"], algo=cfg["algo"], warn=False)
+        model.tensorboard_log = tb_dir
+        print(f"Resuming {out} at step {model.num_timesteps:,} of {cfg['timesteps']:,}", flush=True)
+    else:
+        with open(out / "config.yaml", "w") as f:
+            yaml.safe_dump(cfg, f, sort_keys=False)
+        model = _new_model(cfg, env, tb_dir)
+        if cfg["bc_steps"] > 0:
+            run.state["bc"] = warm_start(run, model)
+            (out / "bc.json").write_text(json.dumps(run.state["bc"], indent=1))
+    SummaryCallback, EvalCheckpointCallback = _callbacks()
+    remaining = int(cfg["timesteps"]) - int(model.num_timesteps)
+    interrupted = False
+    if remaining > 0:
+        if model.num_timesteps == 0 and not resume:
+            # evaluate the warm-started policy before PPO so "best" can be the BC policy itself
+            from stable_baselines3.common.utils import configure_logger
+
+            model.set_logger(configure_logger(0, tb_dir, "ppo", True))
+            run.periodic_eval(model, model.logger)
+            run.checkpoint(model)
+        cbs = [SummaryCallback(int(cfg["timesteps"]), cfg["log_every"], cfg["progress_bar"], run.status),
+               EvalCheckpointCallback(run)]
+        try:
+            model.learn(remaining, callback=cbs, tb_log_name="ppo", reset_num_timesteps=False,
+                        progress_bar=False)
+        except KeyboardInterrupt:
+            interrupted = True
+        if stop_at is not None and model.num_timesteps < int(cfg["timesteps"]):
+            interrupted = True
+    run.checkpoint(model)
+    if interrupted:
+        print(f"Interrupted at step {model.num_timesteps:,}; continue with: python train/ppo.py --resume {out}",
+              flush=True)
+        env.close()
+        return {"out": str(out), "num_timesteps": int(model.num_timesteps), "interrupted": True,
+                "bc": run.state.get("bc")}
+    if cfg["eval_freq"] and run.state["evals"] and run.state["evals"][-1]["step"] != model.num_timesteps:
+        run.periodic_eval(model, model.logger)
+    model.save(out / "final_model.zip")
+    env.close()
+    best = out / "best_model.zip"
+    from agents.io import load_agent
+
+    eval_model = load_agent(best, device=cfg["device"], algo=cfg["algo"], warn=False) if best.exists() else model
+    which = f"best checkpoint (step {run.state['best_step']:,})" if best.exists() else "final model"
+    rows, md, records = final_evaluation(run, eval_model)
+    _write_csv(out / "results.csv", rows)
+    _write_csv(out / "episodes.csv", records)
+    header = (f"# {cfg['scenario']}: agent ({cfg['policy']}, {cfg['algo']}, {which}) vs heuristics\n\n"
+              f"Held-out windows (split='test'), {cfg['final_eval_episodes']} seeds, mean ± 95 % t-interval; "
+              f"agent-step cap {cfg['final_eval_max_steps']} per episode.\n\n")
+    (out / "results.md").write_text(header + md + "\n")
+    print("\n" + header + md + "\n", flush=True)
+    run.state["finished"] = True
+    run.save_state()
+    print(f"Run folder: {out}  (tensorboard --logdir {out / 'tb'})", flush=True)
+    return {"out": str(out), "num_timesteps": int(model.num_timesteps), "interrupted": False,
+            "bc": run.state.get("bc"), "results_md": md, "results": rows}
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="train/ppo.py",
+        description="Train a PPO agent (MaskablePPO by default) on a clustergym scenario: behaviour-clone MLF-H, "
+                    "fine-tune with PPO, log to TensorBoard, evaluate against the heuristics on held-out windows. "
+                    "Flags left out take the --config YAML value, else the default (shown).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    D = DEFAULTS
+    p.add_argument("--scenario", default=None, help=f"registered env id (default {D['scenario']})")
+    p.add_argument("--timesteps", type=int, default=None, help=f"PPO env steps (default {D['timesteps']})")
+    p.add_argument("--n-envs", type=int, default=None, help="parallel envs; >1 uses SubprocVecEnv (default 1)")
+    p.add_argument("--seed", type=int, default=None, help="seed (default 0)")
+    p.add_argument("--config", default=None, help="YAML file overriding any default (unknown keys are rejected)")
+    p.add_argument("--bc-steps", type=int, default=None, help=f"BC gradient steps, 0 = no warm start "
+                                                              f"(default {D['bc_steps']})")
+    p.add_argument("--reward-weights", default=None, help="beta_1..beta_5 of MLFS Eq. 7 as 5 comma-separated "
+                                                          "floats (default: the env's 0.5,0.55,0.25,0.15,0.15)")
+    p.add_argument("--out", default=None, help="run folder (default runs/<scenario>-<timestamp>)")
+    p.add_argument("--resume", default=None, metavar="RUN_DIR",
+                   help="continue the run in RUN_DIR from its last checkpoint (same config; flags given must match)")
+    p.add_argument("--device", default=None, help="torch device (default cpu)")
+    p.add_argument("--policy", choices=["mlp", "pairwise"], default=None, help="network (default pairwise)")
+    p.add_argument("--algo", choices=["maskable", "ppo"], default=None, help="MaskablePPO or plain PPO "
+                                                                              "(default maskable)")
+    p.add_argument("--eval-episodes", type=int, default=None,
+                   help=f"held-out windows per periodic evaluation (default {D['eval_episodes']})")
+    p.add_argument("--eval-freq", type=int, default=None,
+                   help=f"env steps between periodic evaluations, 0 = none (default {D['eval_freq']})")
+    p.add_argument("--final-eval-episodes", type=int, default=None,
+                   help=f"held-out windows in the final table (default {D['final_eval_episodes']})")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+_FLAG_KEYS = ("scenario", "timesteps", "n_envs", "seed", "bc_steps", "reward_weights", "out", "device", "policy",
+              "algo", "eval_episodes", "eval_freq", "final_eval_episodes")
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    args = make_parser().parse_args(argv)
+    flags = {k: getattr(args, k) for k in _FLAG_KEYS if getattr(args, k) is not None}
+    if args.no_progress:
+        flags["progress_bar"] = False
+    try:
+        if args.resume:
+            run_dir = Path(args.resume)
+            saved_file = run_dir / "config.yaml"
+            if not saved_file.exists():
+                raise ConfigError(f"--resume: {saved_file} not found")
+            saved = yaml.safe_load(saved_file.read_text())
+            given = build_config(flags, args.config) if args.config else None
+            cmp = dict(flags)
+            if given is not None:  # a --config given on resume must describe the same run
+                cmp = {k: v for k, v in given.items() if k not in _RESUME_FREE}
+            if "reward_weights" in cmp:
+                cmp["reward_weights"] = parse_weights(cmp["reward_weights"])
+            diff = {k: (saved.get(k), v) for k, v in cmp.items() if k not in _RESUME_FREE and saved.get(k) != v}
+            if diff:
+                raise ConfigError("--resume refuses: flags differ from the saved config: "
+                                  + ", ".join(f"{k}: saved {a!r}, given {b!r}" for k, (a, b) in diff.items()))
+            saved.update({k: v for k, v in flags.items() if k in _RESUME_FREE})
+            saved["out"] = str(run_dir)
+            cfg = build_config(saved)
+            return train(cfg, resume=True)
+        cfg = build_config(flags, args.config)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2)
+    return train(cfg)
+
+
+if __name__ == "__main__":
+    main()
