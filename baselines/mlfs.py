@@ -33,6 +33,8 @@ queue; ordering them first is our simplification).
 """
 from __future__ import annotations
 
+from envs.core.loadcontrol import LoadControl
+
 import math
 from dataclasses import dataclass
 from typing import Iterator
@@ -201,39 +203,8 @@ class MLFH(Policy):
                 yield Command("requeue", pick.tid)
 
 
-@dataclass
-class MLFC:
-    """MLF-C (MLFS §3.5) as a simulator controller (``on_tick`` runs at every scheduling tick).
-
-    While ``sim.cluster_overloaded()`` (tasks queued, or the mean server overload degree above h_s),
-    every job whose user allowed it (``stop_changeable``) moves to the ``fallback`` option ("requirement":
-    stop once the accuracy requirement is reached) -- only if that means fewer iterations than the
-    user's own option; jobs already past it finish at once. When the overload ends, jobs go back to the
-    user's own option (MLFS: "when the system is not overloaded, MLF-C follows the user choices").
-    """
-
-    fallback: str = "requirement"
-    activations: int = 0
-    switched: int = 0
-    restored: int = 0
-
-    def on_tick(self, sim) -> None:
-        overloaded = sim.cluster_overloaded()
-        if overloaded:
-            self.activations += 1
-        for job in list(sim.active_jobs.values()):
-            if job.state != JobState.ACTIVE or not job.spec.stop_changeable:
-                continue
-            own = job.spec.stop_option
-            want = own
-            if overloaded and job.target_for(self.fallback) < job.target_for(own):
-                want = self.fallback
-            if want != job.stop_option:
-                sim.set_stop_option(job.jid, want)
-                if want == own:
-                    self.restored += 1
-                else:
-                    self.switched += 1
+# MLF-C lives in the simulator core so any policy can switch it on (envs.core.loadcontrol).
+MLFC = LoadControl
 
 
 @dataclass

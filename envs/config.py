@@ -53,7 +53,8 @@ class EnvConfig:
       g1 and g3. ``invalid_action``: ``"raise"`` or ``"penalty"``; ``invalid_penalty``: reward of an invalid
       action under "penalty".
     Observation
-      ``window_size`` (W task rows), ``n_destinations`` (K server columns), ``max_gpus_per_server`` (width of the
+      ``window_size`` (W task rows), ``rows_per_job`` (cap on one job's rows in the window; None = no cap),
+      ``n_destinations`` (K server columns), ``max_gpus_per_server`` (width of the
       per-GPU load matrix; None = the cluster's largest server), ``loss_history`` (recent loss reductions per job).
     Episode
       ``max_sim_time`` (s, truncation, inf = none), ``max_steps`` (agent steps, truncation, None = none).
@@ -80,6 +81,7 @@ class EnvConfig:
     invalid_action: str = "penalty"
     invalid_penalty: float = -0.1
     window_size: int = 16
+    rows_per_job: int | None = 4
     n_destinations: int = 20
     max_gpus_per_server: int | None = None
     loss_history: int = 3
@@ -104,6 +106,8 @@ class EnvConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.loss_history < 1:
             raise ConfigError("loss_history must be >= 1")
+        if self.rows_per_job is not None and self.rows_per_job < 1:
+            raise ConfigError(f"rows_per_job must be >= 1 or None, got {self.rows_per_job}")
         if self.time_scale <= 0 or self.bytes_scale <= 0:
             raise ConfigError("time_scale and bytes_scale must be > 0")
         if not self.max_sim_time > 0:

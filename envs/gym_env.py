@@ -40,7 +40,8 @@ class ClusterEnv(gym.Env):
     - ``tasks`` (W, F): one row per candidate task, zeros for padding rows (``present`` = 0). Row order:
       migration candidates first (running tasks on overloaded servers, by server index then task id), then
       ready waiting tasks (``Task.is_ready()``) that fit at least one destination, in queue order (= arrival
-      order). Ready tasks fitting no destination are not shown; they count in ``global.queue_beyond_window``.
+      order), at most ``rows_per_job`` of them per job (so one wide job cannot fill the window and hide the
+      others). Ready tasks not shown count in ``global.queue_beyond_window``.
       Columns: task state/time features, task demands and DAG position, the job's model one-hot (over
       ``model_names()``), urgency, deadline slack, iterations, accuracy, and the last ``loss_history``
       loss reductions normalised as in MLFS Eq. (2): ``(l(I-j-1) - l(I-j)) / (l(0) - l(I))``.
@@ -369,7 +370,20 @@ class ClusterEnv(gym.Env):
                 r = n_mig
                 if len(rows) > n_mig:
                     okp = ok[n_mig:]
-                    sel = np.flatnonzero(okp.any(axis=1))[:W - n_mig]
+                    sel = np.flatnonzero(okp.any(axis=1))
+                    cap = self.config.rows_per_job
+                    if cap:  # at most `cap` rows per job, so one wide gang cannot fill the window
+                        per_job: dict[int, int] = {}
+                        keep = []
+                        for i in sel.tolist():
+                            jid = rows[n_mig + i].job.jid
+                            if per_job.get(jid, 0) < cap:
+                                per_job[jid] = per_job.get(jid, 0) + 1
+                                keep.append(i)
+                                if len(keep) == W - n_mig:
+                                    break
+                        sel = np.asarray(keep, dtype=np.int64)
+                    sel = sel[:W - n_mig]
                     n_place = len(sel)
                     if n_place:
                         m2[r:r + n_place, :k] = okp[sel]

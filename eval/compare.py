@@ -209,6 +209,12 @@ def _load_policy(spec: dict, env):
 
         return baselines.make(spec["name"], env, **spec.get("params", {}))
     try:
+        import torch
+
+        torch.set_num_threads(1)  # one worker = one core
+    except ImportError:
+        pass
+    try:
         from agents.io import load_agent
     except ImportError as e:  # the colleague's module is not there yet
         raise RuntimeError(f"cannot load agent {spec['path']!r}: agents.io.load_agent is not available ({e})") from e

@@ -20,7 +20,7 @@ def _ppo():
 
 ppo = _ppo()
 
-TINY = {"env": {"window_jobs": 10}, "timesteps": 256, "n_steps": 128, "batch_size": 64, "n_epochs": 1,
+TINY = {"env": {"window_jobs": 10}, "train_max_steps": 100, "timesteps": 256, "n_steps": 128, "batch_size": 64, "n_epochs": 1,
         "bc_steps": 20, "bc_episodes": 2, "bc_holdout_episodes": 1, "eval_freq": 128, "eval_episodes": 1,
         "eval_max_steps": 100, "final_eval_episodes": 2, "final_eval_max_steps": 100,
         "final_baselines": ["fifo", "mlf-h"], "progress_bar": False}

@@ -9,6 +9,7 @@ trace reaches the end of its model's curve at ``max_iterations``. This is a docu
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,9 +60,15 @@ class LearningCurve:
     def optimum_progress(self, tolerance: float = 0.002) -> float:
         """OptStop (MLFS §3.5): the earliest progress whose accuracy is within ``tolerance`` of the best
         accuracy reachable in the budget (x <= 1). Stopping there saves iterations at (almost) no accuracy cost."""
-        best = max(a for xx, a in zip(self.x, self.accuracy) if xx <= 1.0)
-        best = max(best, self.accuracy_at(1.0))
-        return min(1.0, self.progress_for_accuracy(best - tolerance))
+        return _optimum_progress(self, tolerance)
+
+
+@lru_cache(maxsize=1024)
+def _optimum_progress(curve: LearningCurve, tolerance: float) -> float:
+    # cached: every job of a model asks the same question of the same (immutable) curve
+    best = max(a for xx, a in zip(curve.x, curve.accuracy) if xx <= 1.0)
+    best = max(best, curve.accuracy_at(1.0))
+    return min(1.0, curve.progress_for_accuracy(best - tolerance))
 
 
 def power_law_curve(a0: float, a_max: float, l0: float, l_min: float, k: float = 1.0, scale: float = 0.1,

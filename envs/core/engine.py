@@ -104,6 +104,7 @@ class Simulator:
         self.jobs: list[Job] = []
         self.tasks: list[Task] = []
         self.job_by_id: dict[int, Job] = {}
+        self._fit_cache: dict | None = None
         specs = sorted(jobs, key=lambda s: (s.submit_time, s.job_id))
         for spec in specs:
             if spec.job_id in self.job_by_id:
@@ -744,17 +745,24 @@ class Simulator:
             self._request_tick(self.now + self.config.tick_s)
 
     def _check_fits_somewhere(self, job: Job) -> None:
+        """Refuse a job with a task no server could ever host (it would wait forever)."""
         c = self.cluster
+        cache = self._fit_cache
+        if cache is None:  # largest capacity of each kind, and the servers' (cpu, mem, gpu mem) triples
+            self._fit_cache = cache = {"triples": sorted({(float(c.cpu_cap[i]), float(c.mem_cap[i]),
+                                                           float(c.gpu_mem_cap[c.server_first_gpu[i]]))
+                                                          for i in range(c.n_servers)}), "seen": set()}
         for t in job.tasks:
             tt = t.t
-            ok = (c.cpu_cap >= tt.cpu_cores) & (c.mem_cap >= tt.memory_gb)
-            if not t.is_ps:
-                ok &= c.gpu_mem_cap[c.server_first_gpu] >= tt.gpu_memory_gb
-            if not ok.any():
+            key = (tt.cpu_cores, tt.memory_gb, 0.0 if t.is_ps else tt.gpu_memory_gb)
+            if key in cache["seen"]:
+                continue
+            if not any(cpu >= key[0] and mem >= key[1] and gmem >= key[2] for cpu, mem, gmem in cache["triples"]):
                 raise ValueError(
-                    f"job {job.jid} ({job.model.name}) task {t.t.index} needs {tt.gpu_memory_gb:.1f} GB GPU memory, "
-                    f"{tt.cpu_cores:.1f} CPU cores and {tt.memory_gb:.1f} GB memory: no server of cluster "
+                    f"job {job.jid} ({job.model.name}) task {tt.index} needs {key[2]:.1f} GB GPU memory, "
+                    f"{key[0]:.1f} CPU cores and {key[1]:.1f} GB memory: no server of cluster "
                     f"{c.spec.name!r} can ever host it")
+            cache["seen"].add(key)
 
     def _finalise(self) -> None:
         for job in list(self.active_jobs.values()):

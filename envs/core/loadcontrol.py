@@ -27,6 +27,7 @@ class LoadControl:
     fallback: str = "requirement"
     activations: int = 0  # ticks at which the cluster was overloaded
     switched: int = 0  # jobs moved to ``fallback``
+    restored: int = 0  # jobs given their own option back when an overload ended
 
     def on_tick(self, sim: "Simulator") -> None:
         overloaded = sim.cluster_overloaded()
@@ -35,10 +36,14 @@ class LoadControl:
         for job in list(sim.active_jobs.values()):
             if job.state != JobState.ACTIVE or not job.spec.stop_changeable:
                 continue
-            want = self.fallback if overloaded else job.spec.stop_option
-            if overloaded and job.target_for(want) >= job.target_for(job.spec.stop_option):
-                want = job.spec.stop_option  # only ever change a job towards fewer iterations
+            own = job.spec.stop_option
+            want = own
+            # only ever change a job towards fewer iterations
+            if overloaded and job.target_for(self.fallback) < job.target_for(own):
+                want = self.fallback
             if want != job.stop_option:
-                if want == self.fallback:
+                if want == own:
+                    self.restored += 1
+                else:
                     self.switched += 1
                 sim.set_stop_option(job.jid, want)
