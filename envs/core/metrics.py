@@ -103,10 +103,10 @@ class Metrics:
             "deadline_ratio": self.deadlines_met / n if n else float("nan"),
             "mean_accuracy": self.accuracy_sum / n if n else float("nan"),
             "accuracy_ratio": self.accuracy_met / n if n else float("nan"),
-            "bandwidth_mb": self.cross_mb,
+            "bandwidth_mb": float(self.cross_mb),
             "mean_waiting": float(np.mean(wait)),
             "overload_occurrences": self.overload_occurrences,
-            "overload_server_hours": self.overload_server_seconds / 3600.0,
+            "overload_server_hours": float(self.overload_server_seconds) / 3600.0,
             "migrations": self.migrations, "preemptions": self.preemptions, "gang_releases": self.gang_releases,
-            "decisions": sim.decision_count, "events": sim.events_processed, "sim_time": sim.now,
+            "decisions": sim.decision_count, "events": sim.events_processed, "sim_time": float(sim.now),
         }
