@@ -11,7 +11,7 @@ Writes, under ``envs/data/``:
 
 Usage::
 
-    python eval/extract_speeds.py [--traces /work/shared/traces] [--out envs/data]
+    python eval/extract_speeds.py [--traces ../shared/traces] [--out envs/data]
     python eval/extract_speeds.py --table     # print the docs/catalogue.md speed table (from envs/data)
 
 Only this script reads the staged sources; the package reads ``envs/data`` alone.
@@ -41,7 +41,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_TRACES = Path("/work/shared/traces")
+DEFAULT_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"  # ../shared beside the repository
 DEFAULT_OUT = ROOT / "envs" / "data"
 
 # catalogue model -> (Gavel job type, batch size). Recommendation/MLP/SVM all read Gavel's fully-connected
