@@ -42,12 +42,16 @@ class HeuristicAgent:
     def view(self) -> View:
         u = self.env.unwrapped
         place, migrate = [], []
+        can_preempt = False
         for t, kind in zip(u.candidates, u.candidate_kind):
             if t is None:
                 continue
+            if kind == "preempt":
+                can_preempt = True
+                continue
             (place if kind == "place" else migrate).append(t)
         servers = np.array(sorted({int(d) for d in u.destinations if int(d) >= 0}), dtype=np.int64)
-        return View(place, migrate, servers, can_preempt=False)
+        return View(place, migrate, servers, can_preempt=can_preempt)
 
     def action_of(self, cmd: Command) -> int | None:
         u = self.env.unwrapped
@@ -55,7 +59,11 @@ class HeuristicAgent:
             return u.action_for(cmd.tid, cmd.server)
         if cmd.kind == "requeue":
             return u.action_for(cmd.tid, None)
-        return None  # preempt: not an env action
+        if cmd.kind == "preempt":  # only offered with EnvConfig(preemption=True)
+            for r, (t, kind) in enumerate(zip(u.candidates, u.candidate_kind)):
+                if kind == "preempt" and t.job.jid == cmd.jid:
+                    return u.encode(r, u.K)
+        return None
 
     def predict(self, observation=None, state=None, episode_start=None, deterministic: bool = True,
                 action_masks=None):

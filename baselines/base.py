@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Command:
     """One scheduler command. ``kind``: "place" (waiting task -> ``server``), "migrate" (running task ->
-    ``server``), "requeue" (running task -> queue), "preempt" (whole job ``jid`` -> queue; only the
-    core driver can execute it, the env has no such action)."""
+    ``server``), "requeue" (running task -> queue), "preempt" (whole job ``jid`` -> queue; in the env only with
+    ``EnvConfig(preemption=True)``, which offers running jobs as preemption rows)."""
 
     kind: str
     tid: int = -1

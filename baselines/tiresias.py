@@ -7,9 +7,9 @@ consolidated (servers hosting the job first, then best fit), GPU type ignored.
 
 Preemption: when the best waiting job does not fit and a running job sits in a strictly lower-priority
 queue, the lowest-priority running job (latest submitted among ties) is preempted (``sim.preempt``,
-suspend/resume costs charged by the engine). The env has no preempt action, so this happens only when
-the policy drives a Simulator directly (:func:`baselines.base.run`); through the env Tiresias is
-non-preemptive.
+suspend/resume costs charged by the engine). Through the env this needs ``EnvConfig(preemption=True)`` (running
+jobs are then offered as preemption rows); with the default env (MLFS's action space, no preemption)
+Tiresias is non-preemptive.
 
 Thresholds: the paper's K and thresholds are operator parameters; we default to K = 2 with one
 threshold at 3600 GPU-seconds (one GPU-hour) and no starvation promotion (``promote_knob`` = None).
@@ -59,7 +59,9 @@ class Tiresias(Policy):
             yield from self._preemptions(sim, view)
 
     def _preemptions(self, sim, view: View) -> Iterator[Command]:
-        waiting = {t.job.jid: t.job for t in view.place if t.job.n_placed == 0}
+        # the whole queue, not just the window: the env only shows tasks that fit now, and the jobs that
+        # need a preemption are exactly those that do not
+        waiting = {t.job.jid: t.job for t in sim.queue.values() if t.job.n_placed == 0}
         if not waiting:
             return
         head = min(waiting.values(), key=lambda j: (self.key(sim, j), j.jid))

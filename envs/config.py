@@ -54,6 +54,8 @@ class EnvConfig:
       action under "penalty".
     Observation
       ``window_size`` (W task rows), ``rows_per_job`` (cap on one job's rows in the window; None = no cap),
+      ``preemption`` (offer running jobs as preemption rows whose "back to the queue" action suspends the
+      whole job; off by default, as in MLFS's action space), ``preempt_rows`` (at most that many such rows),
       ``n_destinations`` (K server columns), ``max_gpus_per_server`` (width of the
       per-GPU load matrix; None = the cluster's largest server), ``loss_history`` (recent loss reductions per job).
     Episode
@@ -82,6 +84,8 @@ class EnvConfig:
     invalid_penalty: float = -0.1
     window_size: int = 16
     rows_per_job: int | None = 4
+    preemption: bool = False
+    preempt_rows: int | None = 4
     n_destinations: int = 20
     max_gpus_per_server: int | None = None
     loss_history: int = 3
@@ -106,6 +110,8 @@ class EnvConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.loss_history < 1:
             raise ConfigError("loss_history must be >= 1")
+        if self.preempt_rows is not None and self.preempt_rows < 1:
+            raise ConfigError(f"preempt_rows must be >= 1 or None, got {self.preempt_rows}")
         if self.rows_per_job is not None and self.rows_per_job < 1:
             raise ConfigError(f"rows_per_job must be >= 1 or None, got {self.rows_per_job}")
         if self.time_scale <= 0 or self.bytes_scale <= 0:

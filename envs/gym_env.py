@@ -41,7 +41,9 @@ class ClusterEnv(gym.Env):
       migration candidates first (running tasks on overloaded servers, by server index then task id), then
       ready waiting tasks (``Task.is_ready()``) that fit at least one destination, in queue order (= arrival
       order), at most ``rows_per_job`` of them per job (so one wide job cannot fill the window and hide the
-      others). Ready tasks not shown count in ``global.queue_beyond_window``.
+      others). Ready tasks not shown count in ``global.queue_beyond_window``. With ``preemption=True`` and
+      tasks waiting, up to ``preempt_rows`` preemption candidates (one row per fully placed running job, its
+      first task, most attained GPU service first) come between the migration candidates and the ready tasks.
       Columns: task state/time features, task demands and DAG position, the job's model one-hot (over
       ``model_names()``), urgency, deadline slack, iterations, accuracy, and the last ``loss_history``
       loss reductions normalised as in MLFS Eq. (2): ``(l(I-j-1) - l(I-j)) / (l(0) - l(I))``.
@@ -63,7 +65,8 @@ class ClusterEnv(gym.Env):
 
     **Action** ``Discrete(W*(K+1)+1)``: ``a = row*(K+1) + col``. ``col < K``: put the row's task on
     destination ``col`` (a waiting task: ``sim.place`` on the least-loaded GPU with room; a running task:
-    ``sim.migrate``); ``col == K``: back to the queue (``sim.requeue``, migration rows only); ``a = W*(K+1)``:
+    ``sim.migrate``); ``col == K``: back to the queue (``sim.requeue`` for migration rows; ``sim.preempt`` of the whole job for
+    preemption rows, which allow nothing else; not valid for waiting tasks); ``a = W*(K+1)``:
     end the round. ``action_masks()`` (bool) is True exactly where: the row is a real candidate and the column
     a real destination; the task fits by nominal demand (CPU, memory and, except for a PS, GPU memory on
     one GPU: ``sim.feasible_servers``); dependencies hold (only ready tasks are rows); for migrations the
@@ -275,8 +278,12 @@ class ClusterEnv(gym.Env):
         row, col = divmod(a, self.K + 1)
         task = self.candidates[row]
         sim = self.sim
-        if self.candidate_kind[row] == "place":
+        kind = self.candidate_kind[row]
+        if kind == "place":
             sim.place(task.tid, int(self._dest[col]))
+        elif kind == "preempt":
+            sim.preempt(task.job.jid)
+            self._touched.update(t.tid for t in task.job.tasks)
         elif col == self.K:
             sim.requeue(task.tid)
         else:
@@ -340,6 +347,7 @@ class ClusterEnv(gym.Env):
         if not empty:
             touched = self._touched
             rows: list = []
+            n_pre = 0
             if any_over:
                 for s in np.flatnonzero(over):
                     ts = c.server_tasks[s]
@@ -348,6 +356,19 @@ class ClusterEnv(gym.Env):
                         if len(rows) >= W:
                             break
                 rows = rows[:W]
+            n_over = len(rows)
+            if self.config.preemption and sim.queue and len(rows) < W:
+                # one row per running job (its first task), most attained GPU service first (the natural
+                # victims of least-attained-service policies), then job id; col K preempts the whole job
+                cap = min(W - len(rows), self.config.preempt_rows or W)
+                seen = {t.job.jid for t in rows}
+                for job in sorted(sim.active_jobs.values(), key=_attained):
+                    if job.jid in seen or not job.fully_placed or any(t.tid in touched for t in job.tasks):
+                        continue
+                    rows.append(job.tasks[0])
+                    n_pre += 1
+                    if n_pre >= cap:
+                        break
             n_mig = len(rows)
             if n_mig < W and sim.queue:
                 ready = [t for t in sim.queue.values() if t.is_ready()]
@@ -366,7 +387,8 @@ class ClusterEnv(gym.Env):
                     m2[:n_mig, :k] = ok[:n_mig]
                     m2[:n_mig, K] = True
                     cands[:n_mig] = rows[:n_mig]
-                    kinds[:n_mig] = ["migrate"] * n_mig
+                    kinds[:n_mig] = ["migrate"] * n_over + ["preempt"] * (n_mig - n_over)
+                    m2[n_over:n_mig, :k] = False  # a preemption row only has "back to the queue"
                 r = n_mig
                 if len(rows) > n_mig:
                     okp = ok[n_mig:]
@@ -447,3 +469,7 @@ class ClusterEnv(gym.Env):
 
 def _tid(t) -> int:
     return t.tid
+
+
+def _attained(j) -> tuple[float, int]:
+    return (-j.running_time * j.spec.n_gpus, j.jid)

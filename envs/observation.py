@@ -237,7 +237,7 @@ class ObservationBuilder:
                 job = task.job
                 tids.append(task.tid)
                 jobs.append(self.job_pos[job.jid])
-                if kinds[r] == "migrate":
+                if kinds[r] != "place":  # running: a migration or preemption candidate
                     n_mig += 1
                     dyn.append((1.0, 1.0, sq(task.waited / ts), sq((now - task.placed_at) / ts),
                                 1.0 if over[task.server] else 0.0))

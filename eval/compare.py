@@ -302,6 +302,8 @@ def sweep(runs: list[dict], out_dir: str | os.PathLike, workers: int = 2, mp_con
     {"executed": [keys], "skipped": [keys], "failed": {key: error}, "wall_s": float}."""
     out_dir = Path(out_dir)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
+    for stale in (out_dir / "runs").glob(".*.tmp"):  # left by a run killed mid-write
+        stale.unlink(missing_ok=True)
     todo = [r for r in runs if not is_done(out_dir, r)]
     skipped = [r["key"] for r in runs if is_done(out_dir, r)]
     # longest first (bigger windows) for a better balance across workers
@@ -323,7 +325,8 @@ def sweep(runs: list[dict], out_dir: str | os.PathLike, workers: int = 2, mp_con
         from eval import compare as _self  # the importable module, so the worker pickles by module name
 
         ctx = multiprocessing.get_context(mp_context)
-        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as ex:
+        ex = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx)
+        try:
             futs = {ex.submit(_self.run_one, r, str(out_dir)): r["key"] for r in todo}
             for f in as_completed(futs):
                 k = futs[f]
@@ -333,6 +336,17 @@ def sweep(runs: list[dict], out_dir: str | os.PathLike, workers: int = 2, mp_con
                 except Exception as e:  # noqa: BLE001
                     failed[k] = f"{type(e).__name__}: {e}"
                 bar.update(1)
+        except KeyboardInterrupt:  # Ctrl-C / SIGTERM: stop our workers; finished runs stay, the rest re-runs
+            procs = list((getattr(ex, "_processes", None) or {}).values())
+            ex.shutdown(wait=False, cancel_futures=True)
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()
+            bar.close()
+            print(f"interrupted: {len(executed)} runs finished in this call; re-run the same command to resume",
+                  file=sys.stderr)
+            raise
+        ex.shutdown(wait=True)
     bar.close()
     for k, e in failed.items():
         print(f"FAILED {k}: {e}", file=sys.stderr)
@@ -405,7 +419,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--list-experiments", action="store_true")
     ap.add_argument("--policies", nargs="+", default=["mlf-h", "fifo"], metavar="SPEC")
     ap.add_argument("--scenarios", nargs="+", default=["clustergym/GPUCluster-v0"], metavar="SPEC")
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument("--seeds", nargs="+", type=int, default=None,
+                    help="episode seeds (default 0 1 2; experiments: their own default)")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="env overrides for every scenario")
     ap.add_argument("--loads", nargs="*", type=float, default=None, help="load sweep factors x, e.g. 0.25 0.5 1 2 3")
     ap.add_argument("--load-mode", choices=("jobs", "generator"), default="jobs")
@@ -422,8 +437,15 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
+    import signal
+
+    signal.signal(signal.SIGTERM, _sigterm)
     from eval import experiments
 
     if a.list_experiments:
@@ -433,7 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     if a.experiment:
         out = Path(a.out or f"results/{a.experiment}" + ("-quick" if a.quick else ""))
-        exp = experiments.get(a.experiment)(out, quick=a.quick, seeds=None if a.seeds == [0, 1, 2] else a.seeds)
+        exp = experiments.get(a.experiment)(out, quick=a.quick, seeds=a.seeds)
         runs, reference, title, notes = exp["runs"], exp.get("reference"), exp["title"], exp.get("notes", "")
     else:
         out = Path(a.out or "results/sweep")
@@ -445,7 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         common: dict = {}
         for kv in a.set:
             common = deep_merge(common, parse_kv(kv))
-        runs = make_runs(policies, scenarios, a.seeds, common, a.max_steps)
+        runs = make_runs(policies, scenarios, a.seeds if a.seeds is not None else [0, 1, 2], common, a.max_steps)
         reference, title, notes, exp = a.reference, "Evaluation sweep", "", None
     print(f"{len(runs)} runs -> {out}", file=sys.stderr)
     res = {"executed": [], "skipped": [], "failed": {}, "wall_s": 0.0}
@@ -468,4 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

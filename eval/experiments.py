@@ -62,21 +62,21 @@ def _pct_ci(m, lo, hi, n) -> str:
 
 
 def _agree_range(m: float, lo: float, hi: float, paper_lo: float, paper_hi: float) -> str:
-    """Direction (sign of the mean vs the paper's) and size (interval overlaps the paper's range)."""
+    """Direction (the interval excludes 0 on the paper's side) and size (the interval overlaps the paper's
+    range)."""
     if not np.isfinite(m):
         return "no data"
     paper_sign = np.sign(paper_lo + paper_hi)
-    direction = np.sign(m) == paper_sign and (not np.isfinite(hi) or (hi < 0 if paper_sign < 0 else lo > 0))
-    weak_dir = np.sign(m) == paper_sign
     lo_, hi_ = (lo, hi) if np.isfinite(lo) else (m, m)
+    significant = lo_ > 0 or hi_ < 0
+    same = np.sign(m) == paper_sign
     overlap = not (hi_ < min(paper_lo, paper_hi) or lo_ > max(paper_lo, paper_hi))
-    if direction and overlap:
-        return "yes (direction and size)"
-    if direction:
-        return "direction yes (significant), size no"
-    if weak_dir:
-        return "direction only as a trend (interval includes 0)" + ("; size compatible" if overlap else "")
-    return "no (opposite direction)"
+    if significant and same:
+        return "yes (direction and size)" if overlap else "direction yes, size no"
+    if significant:
+        return "no (significant, opposite direction)"
+    return ("no significant effect; " + ("trend in the paper's direction" if same else "trend opposite")
+            + ("; paper's size inside the interval" if overlap else ""))
 
 
 # --------------------------------------------------------------------------- mlfs-overall

@@ -39,7 +39,7 @@ def test_full_episode_through_env(name, env_id):
     if name != "random":
         assert s["unfinished"] == 0 and s["finished"] + s["stopped"] == s["jobs"]
     if name == "mlfs-h+c":
-        assert any(type(c).__name__ == "MLFC" for c in env.unwrapped.sim.controllers)
+        assert any(type(c).__name__ == "LoadControl" for c in env.unwrapped.sim.controllers)
 
 
 def test_adapter_reattaches_on_reset():
@@ -48,7 +48,7 @@ def test_adapter_reattaches_on_reset():
     for seed in (0, 1):
         obs, _ = env.reset(seed=seed)
         agent.predict(obs)
-        assert sum(type(c).__name__ == "MLFC" for c in env.unwrapped.sim.controllers) == 1
+        assert sum(type(c).__name__ == "LoadControl" for c in env.unwrapped.sim.controllers) == 1
 
 
 def test_adapter_takes_next_preference_when_first_is_masked():

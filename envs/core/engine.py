@@ -326,11 +326,7 @@ class Simulator:
             raise InvalidCommand(f"job {jid} is {job.state.name}, only ACTIVE jobs can be preempted")
         if job.n_placed == 0:
             raise InvalidCommand(f"job {jid} has no placed task to preempt")
-        self._touch(job)
-        for t in job.tasks:
-            if t.state == TaskState.RUNNING:
-                self._detach(t)
-                self._enqueue(t)
+        self._release(job)
         job.preemptions += 1
         self.metrics.preemptions += 1
         self._flush()
@@ -470,14 +466,18 @@ class Simulator:
                 self._schedule_usage(job)
         elif kind == EV_GANG:
             if job.state == JobState.ACTIVE and self._gang_token.get(job.jid) == token and 0 < job.n_placed < job.n_tasks:
-                self._touch(job)
-                for t in job.tasks:
-                    if t.state == TaskState.RUNNING:
-                        self._detach(t)
-                        self._enqueue(t)
+                self._release(job)
                 job.gang_releases += 1
                 self.metrics.gang_releases += 1
                 self._request_tick()
+
+    def _release(self, job: Job) -> None:
+        """Every placed task of the job back to the queue (preemption, gang timeout)."""
+        self._touch(job)
+        for t in job.tasks:
+            if t.state == TaskState.RUNNING:
+                self._detach(t)
+                self._enqueue(t)
 
     def _schedule_usage(self, job: Job) -> None:
         mean = self.config.usage_change_mean_s

@@ -1,0 +1,69 @@
+"""The env's optional preemption rows (EnvConfig.preemption) and Tiresias acting through them."""
+import gymnasium as gym
+import numpy as np
+
+import baselines
+import envs  # noqa: F401
+
+
+def _env(**kw):
+    return gym.make("clustergym/GPUCluster-v0", invalid_action="raise", window_jobs=30, **kw)
+
+
+def test_preemption_rows_only_allow_back_to_the_queue_and_suspend_the_job():
+    env = _env(preemption=True)
+    u = env.unwrapped
+    env.reset(seed=1)
+    rng = np.random.default_rng(0)
+    seen = 0
+    for _ in range(3000):
+        rows = [r for r, k in enumerate(u.candidate_kind) if k == "preempt"]
+        if rows:
+            r = rows[0]
+            m = u.action_masks().reshape(-1)[:-1].reshape(u.W, u.K + 1)
+            assert not m[r, :u.K].any() and m[r, u.K]
+            job = u.candidates[r].job
+            before = job.preemptions
+            env.step(u.encode(r, u.K))
+            assert job.preemptions == before + 1 and job.n_placed == 0
+            seen += 1
+            if seen >= 3:
+                break
+            continue
+        valid = np.flatnonzero(u.action_masks())
+        _, _, te, tr, _ = env.step(int(rng.choice(valid)))
+        if te or tr:
+            env.reset()
+    assert seen >= 1, "no preemption row appeared"
+
+
+def test_no_preemption_rows_by_default():
+    env = _env()
+    u = env.unwrapped
+    env.reset(seed=1)
+    for _ in range(200):
+        assert "preempt" not in u.candidate_kind
+        _, _, te, tr, _ = env.step(int(np.flatnonzero(u.action_masks())[0]))
+        if te or tr:
+            break
+
+
+def test_tiresias_preempts_through_the_env():
+    """One server of 4 GPUs: job 0 (4 GPUs) runs past Tiresias's first queue threshold (3600 GPU-s = 900 s);
+    job 1 (4 GPUs) arrives at 1000 s and sits in a higher queue, so Tiresias suspends job 0 for it."""
+    from envs.gym_env import ClusterEnv
+    from helpers import MODELS, cluster, job, models
+
+    specs = [job(0, model="toy-none", R=4, iters=3000), job(1, submit=1000.0, model="toy-none", R=4, iters=100)]
+    env = ClusterEnv(dict(invalid_action="raise", preemption=True), cluster_spec=cluster(1), job_specs=specs,
+                     models=models, model_names=list(MODELS))
+    agent = baselines.make("tiresias", env=env)
+    obs, _ = env.reset(seed=0)
+    for _ in range(1000):
+        a, _ = agent.predict(obs, action_masks=env.action_masks())
+        obs, _, te, tr, info = env.step(a)
+        if te or tr:
+            break
+    recs = {r["job_id"]: r for r in env.sim.job_records()}
+    assert info["summary"]["preemptions"] == 1 and recs[0]["preemptions"] == 1
+    assert recs[1]["end"] < recs[0]["end"]  # the short job overtook the long one
