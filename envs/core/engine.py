@@ -69,6 +69,7 @@ class SimConfig:
     suspend_s: float = 4.0  # UniSched: suspension stays within ~4 s
     resume_base_s: float = 10.0  # resumption grows with GPU count (UniSched, Fig. 8 discussion)
     resume_per_gpu_s: float = 1.0
+    overload_recheck_s: float = 600.0  # an unchanged overload is offered again as a decision after this long
     contention_step: float = 0.05  # slowdown factors are rounded up to this step (0 = exact)
     gang_timeout_s: float = 1800.0  # a partially placed job releases its slots after this long
     horizon_s: float = math.inf  # stop the simulation here (unfinished jobs are reported)
@@ -123,6 +124,8 @@ class Simulator:
         self._tick_at = math.inf  # earliest pending tick
         self._last_tick = -math.inf  # time of the last tick processed
         self._n_overloaded = 0  # servers currently overloaded
+        self._overload_offered: tuple = ()  # overloaded servers at the last overload-driven decision point
+        self._overload_offered_at = -math.inf
         self._usage_pending: set[int] = set()
         self._gang_token: dict[int, int] = {}
         self._done = False
@@ -718,9 +721,24 @@ class Simulator:
             return bool(self.active_jobs)
         if mode == "queue" and self.queue:
             return True
-        if mode != "placement" and self.cluster.overloaded.any() and any(self.cluster.server_tasks[s] for s in self.overloaded_servers()):
+        if self._some_ready_task_fits():
             return True
-        return self._some_ready_task_fits()
+        if mode == "placement":
+            return False
+        return self._overload_decision_due()
+
+    def _overload_decision_due(self) -> bool:
+        """An overloaded server with tasks is a decision point when the set of overloaded servers differs
+        from the one last offered, or ``overload_recheck_s`` after it was last offered: a policy that left
+        an overload alone is not asked again every tick until something changes."""
+        over = self.overloaded_servers()
+        if not any(self.cluster.server_tasks[s] for s in over):
+            return False
+        key = tuple(over)
+        if key != self._overload_offered or self.now - self._overload_offered_at >= self.config.overload_recheck_s:
+            self._overload_offered, self._overload_offered_at = key, self.now
+            return True
+        return False
 
     def _some_ready_task_fits(self) -> bool:
         seen = set()
@@ -740,9 +758,13 @@ class Simulator:
         for ctl in self.controllers:
             ctl.on_tick(self)
         self._flush()
-        if self.active_jobs and (self.config.decide_on == "always" or self._decision_possible()
-                                 or (self.config.decide_on == "queue" and self.queue)):
-            self._request_tick(self.now + self.config.tick_s)
+        if not self.active_jobs:
+            return
+        mode, tick = self.config.decide_on, self.config.tick_s
+        if mode == "always" or (mode == "queue" and self.queue) or self._some_ready_task_fits():
+            self._request_tick(self.now + tick)
+        elif mode != "placement" and any(self.cluster.server_tasks[s] for s in self.overloaded_servers()):
+            self._request_tick(max(self.now + tick, self._overload_offered_at + self.config.overload_recheck_s))
 
     def _check_fits_somewhere(self, job: Job) -> None:
         """Refuse a job with a task no server could ever host (it would wait forever)."""

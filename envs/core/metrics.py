@@ -99,6 +99,9 @@ class Metrics:
             "unfinished": sum(j.state == JobState.ACTIVE for j in jobs),
             "not_submitted": sum(j.state == JobState.PENDING for j in jobs),
             "mean_jct": float(np.mean(jct)), "p50_jct": float(np.median(jct)), "p99_jct": float(np.percentile(jct, 99)),
+            # over every submitted job, an unfinished one counting its time so far: not flattered by truncation
+            "mean_jct_censored": float(np.mean([(j.end_time if j.end_time >= 0 else sim.now) - j.spec.submit_time
+                                                for j in jobs if j.state != JobState.PENDING] or [np.nan])),
             "makespan": float(max((j.end_time for j in ended), default=first_submit) - first_submit),
             "deadline_ratio": self.deadlines_met / n if n else float("nan"),
             "mean_accuracy": self.accuracy_sum / n if n else float("nan"),
