@@ -26,7 +26,9 @@ class ClusterEnv(gym.Env):
     """A GPU cluster running DAG-structured training jobs; the agent places, migrates and requeues tasks.
 
     **Decision points.** ``reset`` and every round end advance the simulator (``sim.next_decision()``) to the
-    next scheduling tick where a decision is possible (a ready task fits somewhere or a server is overloaded).
+    next scheduling tick where a decision is possible (a ready task fits somewhere, or a server is overloaded:
+    an overload the policy left alone is offered again only when the set of overloaded servers changes or
+    ``sim.overload_recheck_s`` later).
     A round is a sequence of steps at the same simulated time; each step applies *one* command. The action
     ``end_round_action`` (the last index) ends the round and lets time advance. Whenever the mask allows
     nothing but "end round" (nothing in the window fits any destination, no migration candidate is left),
