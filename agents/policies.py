@@ -4,7 +4,7 @@ Two networks, each usable with ``sb3_contrib.MaskablePPO`` (default, masks from 
 with plain ``stable_baselines3.PPO``:
 
 ``mlp``
-    :class:`FlatObsExtractor` concatenates the flattened ``tasks``, ``servers``, ``gpu_loads`` and ``global``
+    :class:`FlatObsExtractor` concatenates the flattened ``tasks``, ``servers``, ``gpu_loads``, ``global`` and ``affinity``
     arrays (not ``action_mask``) and SB3's MLP heads (``net_arch``) map it to ``W*(K+1)+1`` logits and a value.
     Its weights are tied to W, K and the feature widths.
 
@@ -37,7 +37,7 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
-OBS_KEYS = ("tasks", "servers", "gpu_loads", "global")
+OBS_KEYS = ("tasks", "servers", "gpu_loads", "global", "affinity")
 MASKED_LOGIT = -1e8
 N_GPU_STATS = 4  # mean, max, min load over real GPUs, idle-GPU fraction
 
@@ -89,6 +89,7 @@ class PairwiseEncoder(nn.Module):
         dp = max(8, d // 2)  # pair-scorer width: the (B, W, K, dp) tensor dominates the cost
         self.pair_t = nn.Linear(d, dp)
         self.pair_s = nn.Linear(d, dp, bias=False)
+        self.pair_a = nn.Linear(1, dp, bias=False)  # the (task, server) affinity feature enters the pair scorer
         self.pair_out = nn.Linear(dp, 1)
         self.requeue = _mlp(d, d, 1)
         self.end = _mlp(3 * d, d, 1)
@@ -106,7 +107,11 @@ class PairwiseEncoder(nn.Module):
         ht = ht + self.task_ctx(th.cat((ht, ps.unsqueeze(1).expand(B, W, -1), g.unsqueeze(1).expand(B, W, -1)), -1))
         hs = hs + self.server_ctx(th.cat((hs, pt.unsqueeze(1).expand(B, K, -1), g.unsqueeze(1).expand(B, K, -1)), -1))
         pt, ps = _masked_mean(ht, tp), _masked_mean(hs, sp)
-        pair = th.tanh(self.pair_t(ht).unsqueeze(2) + self.pair_s(hs).unsqueeze(1))  # (B, W, K, d)
+        pre = self.pair_t(ht).unsqueeze(2) + self.pair_s(hs).unsqueeze(1)  # (B, W, K, dp)
+        aff = obs.get("affinity")
+        if aff is not None:
+            pre = pre + self.pair_a(aff.unsqueeze(-1))
+        pair = th.tanh(pre)
         scores = self.pair_out(pair).squeeze(-1)  # (B, W, K)
         req = self.requeue(ht)  # (B, W, 1)
         pooled = th.cat((pt, ps, g), -1)

@@ -58,6 +58,9 @@ class ClusterEnv(gym.Env):
     - ``global`` (12,): time of day (sin, cos), queue beyond the window, queue length, active/ended/pending job
       fractions, cluster overload degree (``sim.cluster_overload_degree()``), overloaded-server fraction,
       migration rows, simulated time, actions in this round.
+    - ``affinity`` (W, K): for each (row task, destination) the share of the task's DAG neighbours (parents,
+      children, its parameter server) already placed on that server: the pair feature behind MLF-H's
+      bandwidth term; 0 for padding.
     - ``action_mask`` (n_actions,) int8: the same mask as ``action_masks()``.
 
     **Destinations.** With ``n_servers <= K`` the K columns are all servers in index order (padding -1).

@@ -77,6 +77,7 @@ class ObservationBuilder:
         self.servers = np.zeros((K, len(SERVER_COLUMNS)), np.float32)
         self.gpu = np.full((K, G), -1.0, np.float32)
         self.glob = np.zeros(len(GLOBAL_COLUMNS), np.float32)
+        self.affinity = np.zeros((W, K), np.float32)
         self._task_static: dict[int, np.ndarray] = {}
         self._job_static: dict[int, np.ndarray] = {}
         self._job_dyn: dict[int, tuple[float, np.ndarray]] = {}
@@ -89,6 +90,7 @@ class ObservationBuilder:
             "servers": spaces.Box(-1.0, 2.0, (K, len(SERVER_COLUMNS)), np.float32),
             "gpu_loads": spaces.Box(-1.0, 4.0, (K, G), np.float32),
             "global": spaces.Box(-1.0, 1.0, (len(GLOBAL_COLUMNS),), np.float32),
+            "affinity": spaces.Box(0.0, 1.0, (W, K), np.float32),
             "action_mask": spaces.MultiBinary(n_actions),
         })
 
@@ -250,6 +252,24 @@ class ObservationBuilder:
             T[:n, o2:o3] = self.job_static[jobs]
             T[:n, o3:] = jd
 
+        # affinity (W, K): share of the row task's DAG neighbours (parents, children, its PS) already placed on
+        # each destination -- the pair feature behind MLF-H's bandwidth term and MLFS's bandwidth objective
+        A = self.affinity
+        A.fill(0.0)
+        if rows:
+            col_of = {int(s): i for i, s in enumerate(dest.tolist()) if s >= 0}
+            for r in rows:
+                task = candidates[r]
+                jt, t = task.job.tasks, task.t
+                nb = t.parents + t.children
+                if not nb:
+                    continue
+                w = 1.0 / len(nb)
+                for k in nb:
+                    col = col_of.get(jt[k].server)
+                    if col is not None and jt[k].state == 2:  # RUNNING
+                        A[r, col] += w
+
         # servers
         Sv = self.servers
         G = self.gpu
@@ -286,4 +306,5 @@ class ObservationBuilder:
                  active / n, ended / n, (n - ended - active) / n, min(1.0, ocd), np.count_nonzero(over) / len(over),
                  n_mig / self.W, sq(now / (24.0 * ts)), sq(round_actions / self.W))
         return {"tasks": T.copy(), "servers": Sv.copy(), "gpu_loads": G.copy(), "global": gl.copy(),
+                "affinity": A.copy(),
                 "action_mask": mask.astype(np.int8)}
