@@ -58,10 +58,12 @@ def test_pairwise_weights_transfer_to_other_sizes():
 
 
 @pytest.mark.slow  # collects 12 full MLF-H episodes: 40 s idle, minutes on a loaded machine
+@pytest.mark.timeout(1800)
 def test_bc_reproduces_mlfh_on_heldout_states():
-    """BC on 8 MLF-H training windows (88 % of those states are "end round"), agreement measured on 4 other
-    windows (305 states, all MLF-H placements). Measured on this machine: exact action 0.534, same task row
-    0.767 (untrained: 0.0). The thresholds sit below those numbers: BC agreement is moderate, not >= 0.8."""
+    """BC on 8 MLF-H training windows (most of those states are "end round"), agreement measured on 4 other
+    windows (305 states, all MLF-H placements). Measured on this machine (with the affinity pair feature):
+    exact action 0.636, same task row 0.780; the untrained pairwise net already scores 0.374 because the
+    affinity feature enters its pair scorer. The thresholds sit below those numbers: agreement is moderate."""
     cfg = {"split": "train"}
     data = collect("mlf-h", ENV_ID, cfg, range(100, 108))
     hold = collect("mlf-h", ENV_ID, cfg, range(900, 904))  # other windows: states BC never saw
@@ -78,8 +80,8 @@ def test_bc_reproduces_mlfh_on_heldout_states():
     row_agree = float(np.mean(pred // k1 == hold["actions"] // k1))
     print(json.dumps({"states": len(data["actions"]), "holdout": len(hold["actions"]), "agreement": agree,
                       "row_agreement": row_agree, "before": before}))
-    assert agree >= 0.4 and agree > before + 0.3
-    assert row_agree >= 0.65
+    assert agree >= 0.55 and agree > before + 0.15
+    assert row_agree >= 0.7
 
 
 def test_t_interval_and_table():

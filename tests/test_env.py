@@ -379,6 +379,7 @@ def test_observation_contents():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_soak_1000_episodes_no_memory_growth():
     import gc
     import tracemalloc
