@@ -97,8 +97,9 @@ def test_mlfh_lower_mean_jct_than_fifo_and_fair():
 
 @pytest.mark.slow
 @pytest.mark.xfail(reason="measured on MLFS80-Philly (30-job windows, seeds 0-2): EDF/HyperSched deadline ratios "
-                          "[0.967, 0.967, 1.0] vs FIFO [0.967, 1.0, 1.0] -- windows are lightly loaded; "
-                          "see docs/baselines.md", strict=False)
+                          "[0.967, 0.967, 1.0] vs FIFO [0.967, 1.0, 1.0]; 90-job held-out windows (seeds 0-2): "
+                          "identical to FIFO [0.044, 0.411, 1.0] -- either nearly every deadline is met or nearly "
+                          "every one is missed behind week-long jobs; see docs/baselines.md", strict=False)
 @pytest.mark.parametrize("name", ["edf", "hypersched"])
 def test_deadline_aware_meet_more_deadlines_than_fifo(name):
     got = mean_over_seeds(MLFS, name, "deadline_ratio", 30)
