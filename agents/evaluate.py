@@ -6,29 +6,23 @@
 """
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from eval.stats import fmt_num, t_interval, t_quantile
+
 # metrics of sim.summary() reported in the results table (plus episode_return), and which way is better
-TABLE_METRICS: tuple[str, ...] = ("episode_return", "mean_jct", "p99_jct", "deadline_ratio", "accuracy_ratio",
+TABLE_METRICS: tuple[str, ...] = ("episode_return", "mean_jct", "mean_jct_censored", "p99_jct", "deadline_ratio", "accuracy_ratio",
                                   "mean_accuracy", "bandwidth_mb", "mean_waiting", "overload_occurrences",
                                   "migrations", "unfinished", "steps")
 HIGHER_IS_BETTER = {"episode_return", "deadline_ratio", "accuracy_ratio", "mean_accuracy"}
 
-# two-sided 95 % Student-t critical values, df = 1..30
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-
 
 def t95(df: int) -> float:
-    if df < 1:
-        return float("nan")
-    if df <= 30:
-        return _T95[df - 1]
-    return 1.960 + 2.4 / df  # within 0.002 of the exact value for df > 30
+    """Two-sided 95 % Student-t critical value (the exact quantile, shared with eval/stats.py)."""
+    return t_quantile(0.975, df) if df >= 1 else float("nan")
 
 
 def make_env(env_id: str, config: dict | None = None, **overrides: Any):
@@ -104,27 +98,12 @@ def summarize(records: Sequence[dict], metrics: Sequence[str] = TABLE_METRICS) -
     """metric -> {mean, half (95 % t half-width), lo, hi, n} over the records."""
     out = {}
     for m in metrics:
-        xs = np.array([r[m] for r in records if m in r and r[m] is not None], dtype=np.float64)
-        n = len(xs)
-        if n == 0:
+        vals = [r[m] for r in records if m in r and r[m] is not None]
+        if not vals:
             continue
-        mean = float(xs.mean())
-        half = float(t95(n - 1) * xs.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
-        out[m] = {"mean": mean, "half": half, "lo": mean - half, "hi": mean + half, "n": n}
+        mean, lo, hi, half, n = t_interval(vals)  # non-finite values (e.g. no job ended) are left out
+        out[m] = {"mean": mean, "half": half, "lo": lo, "hi": hi, "n": n}
     return out
-
-
-def _fmt(x: float) -> str:
-    if x != x:
-        return "nan"
-    a = abs(x)
-    if a >= 1e5:
-        return f"{x:.3g}"
-    if a >= 100:
-        return f"{x:.0f}"
-    if a >= 1:
-        return f"{x:.2f}"
-    return f"{x:.3f}"
 
 
 def results_table(by_policy: dict[str, Sequence[dict]], metrics: Sequence[str] = TABLE_METRICS) -> tuple[list[dict], str]:
@@ -138,6 +117,6 @@ def results_table(by_policy: dict[str, Sequence[dict]], metrics: Sequence[str] =
     cols = [m for m in metrics if any(m in s for s in stats.values())]
     lines = ["| policy | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     for p, s in stats.items():
-        cells = [(f"{_fmt(s[m]['mean'])} ± {_fmt(s[m]['half'])}" if m in s else "") for m in cols]
+        cells = [(f"{fmt_num(s[m]['mean'])} ± {fmt_num(s[m]['half'])}" if m in s else "") for m in cols]
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
     return rows, "\n".join(lines)
