@@ -124,13 +124,7 @@ def load_curves(load_long, base: str, path: Path, order: Sequence[str], panels=P
             ax.set_yscale("log")
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(panels):]:
-        ax.axis("off")
-    h, lab = axes.flat[0].get_legend_handles_labels()
-    fig.legend(h, lab, loc="lower center", ncol=min(len(lab), 8), fontsize=7, bbox_to_anchor=(0.5, -0.04))
-    fig.suptitle(f"{base}: metrics over load (mean ± 95% t-interval)", fontsize=9)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
-    return _save(fig, path)
+    return _finish_panels(fig, axes, len(panels), f"{base}: metrics over load (mean ± 95% t-interval)", path)
 
 
 REL_PANELS: tuple[tuple[str, str], ...] = (
@@ -168,11 +162,17 @@ def load_rel_curves(load_long, base: str, path: Path, order: Sequence[str], refe
         ax.set_title(f"{label}: (y − {reference})/{reference} %", fontsize=8)
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(panels):]:
+    return _finish_panels(fig, axes, len(panels),
+                          f"{base}: relative difference of the seed means to {reference}, (y − z)/z (MLFS)", path)
+
+
+def _finish_panels(fig, axes, n_used: int, title: str, path: Path) -> Path:
+    """Blank the unused panels, one shared legend below, the title, save."""
+    for ax in list(axes.flat)[n_used:]:
         ax.axis("off")
     h, lab = axes.flat[0].get_legend_handles_labels()
     fig.legend(h, lab, loc="lower center", ncol=min(len(lab), 8), fontsize=7, bbox_to_anchor=(0.5, -0.04))
-    fig.suptitle(f"{base}: relative difference of the seed means to {reference}, (y − z)/z (MLFS)", fontsize=9)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     return _save(fig, path)
 
