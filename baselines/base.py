@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -217,10 +217,10 @@ def gpu_headroom(load: np.ndarray, use: float, h: float) -> np.ndarray:
 
 
 def hot_gpus(sim: "Simulator") -> np.ndarray:
-    """GPUs overloaded by sharing: load above h_r with at least two tasks on them. A GPU overloaded by
-    its single task is not something placement or migration can fix (the task overloads any GPU)."""
+    """GPUs overloaded by sharing: load above h_r with tasks of at least two jobs on them (the engine's
+    rule). A GPU kept busy by one job is not something placement or migration can fix."""
     c = sim.cluster
-    return (c.gpu_load > sim.config.overload_threshold) & (c.gpu_n_tasks >= 2)
+    return (c.gpu_load > sim.config.overload_threshold) & (c.gpu_n_jobs >= 2)
 
 
 def effective_overload(sim: "Simulator") -> np.ndarray:
@@ -229,7 +229,6 @@ def effective_overload(sim: "Simulator") -> np.ndarray:
     c, h = sim.cluster, sim.config.overload_threshold
     return (c.overloaded & ((c.cpu_use > h * c.cpu_cap) | (c.mem_use > h * c.mem_cap)
                             | (c.net_mbps > h * c.nic_gbps * 125.0))) | _any_per_server(sim, hot_gpus(sim))
-    raise ValueError(f"unknown server mode {mode!r}")
 
 
 def restrict(mask: np.ndarray, servers: np.ndarray) -> np.ndarray:

@@ -25,7 +25,7 @@ an equal share on the job's fastest type.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np

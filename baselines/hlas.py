@@ -25,7 +25,7 @@ import numpy as np
 
 from envs.core.job import Job
 
-from .base import Command, Policy, View, current_iters, job_servers, ref_iter_time, restrict, server_mask
+from .base import Command, Policy, View, current_iters, job_servers, ref_iter_time
 
 
 def eft_split(n_tasks: int, task_times: Sequence[float]) -> tuple[list[int], float]:

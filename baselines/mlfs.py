@@ -39,9 +39,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterator
 
-import numpy as np
 
-from envs.core.job import Job, JobState, Task, TaskState
+from envs.core.job import Job, Task, TaskState
 
 from .base import (Command, current_iters, job_fits, sim_cache, effective_overload, hot_gpus, Policy, View, ideal_host_order, ideal_task_choice, overloaded_resources, ref_iter_time, remaining_time,
                    restrict, server_mask, server_util_matrix, waiting_time)

@@ -18,12 +18,12 @@ Both are exposed; they are our reading, not numbers printed in the seeds.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator
 
 from envs.core.job import Job, JobState
 
-from .base import Command, Policy, View, job_fits, pack_order, running_time
+from .base import Command, Policy, View, pack_order, running_time
 
 
 def queue_index(service: float, thresholds: tuple[float, ...]) -> int:

@@ -1,7 +1,6 @@
 """The Gymnasium environment: MLFS-style observations, masked placement/migration actions, MLFS Eq. (7) reward."""
 from __future__ import annotations
 
-import math
 from collections import deque
 from typing import Any, Callable, Sequence
 
@@ -9,9 +8,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from .config import EnvConfig, OBJECTIVE_NAMES
+from .config import EnvConfig
 from .core.engine import SimConfig, Simulator
-from .core.job import JobState, TaskState
+from .core.job import JobState
 from .observation import ObservationBuilder
 
 _EPS = 1e-9

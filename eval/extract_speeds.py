@@ -30,7 +30,6 @@ What the numbers mean (see the SOURCE.md next to each source):
 from __future__ import annotations
 
 import argparse
-import ast
 import csv
 import io
 import json

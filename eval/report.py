@@ -5,7 +5,6 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 
 TABLE_METRICS: tuple[str, ...] = ("mean_jct", "p99_jct", "deadline_ratio", "mean_accuracy", "accuracy_ratio",
                                   "bandwidth_mb", "mean_waiting", "overload_occurrences", "migrations",
@@ -53,7 +52,7 @@ def write_report(out_dir, title: str, episodes, long, figures: Sequence[Path], r
         lines += [notes.strip(), ""]
     lines += [f"- runs: {len(episodes)} episodes; policies: {', '.join(order)}; scenarios: "
               f"{episodes['scenario'].nunique()}; seeds per cell: {n_seeds.min()}–{n_seeds.max()}",
-              f"- intervals: mean ± half width of the 95 % Student-t interval across seeds"
+              "- intervals: mean ± half width of the 95 % Student-t interval across seeds"
               + (f"; Δ = (y − z)/z against **{reference}** (MLFS's relative difference)" if reference else ""),
               f"- episodes truncated (max_steps / horizon): {int(episodes.get('truncated', 0).sum())}; "
               f"jobs left unfinished in total: {int(episodes.get('unfinished', 0).sum())}"]

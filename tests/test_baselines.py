@@ -15,7 +15,6 @@ from baselines.mlfs import MLFC, MLFH, loss_ratio
 from baselines.tiresias import Tiresias, queue_index
 from envs.core.engine import SimConfig, Simulator
 from envs.core.hardware import ClusterSpec, ServerSpec
-from envs.core.job import TaskState
 
 import helpers
 

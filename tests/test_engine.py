@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from envs.core.engine import InvalidCommand, SimConfig, Simulator
-from envs.core.job import JobState, TaskState
+from envs.core.job import TaskState
 from envs.core.loadcontrol import LoadControl
 from helpers import cluster, job, models
 

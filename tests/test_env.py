@@ -1,7 +1,6 @@
 """Tests of the Gymnasium environment (envs/gym_env.py and friends)."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import envs  # noqa: F401  (registers the ids)
 from envs.config import ConfigError, EnvConfig
 from envs.core.engine import InvalidCommand
-from envs.gym_env import ClusterEnv, InvalidAction
+from envs.gym_env import InvalidAction
 from envs.wrappers import MOReward
 
 ROOT = Path(__file__).resolve().parents[1]
