@@ -225,7 +225,7 @@ def check_invariants(sim):
     for t in sim.tasks:
         if t.state == TaskState.RUNNING:
             assert t.t.kind == "ps" or t.gpu >= 0
-        used = np.zeros(c.n_gpus)
+    used = np.zeros(c.n_gpus)
     for t in sim.running_tasks():
         if t.gpu >= 0:
             used[t.gpu] += t.t.gpu_memory_gb

@@ -191,7 +191,7 @@ class Simulator:
         if gpu is None:
             return None if self.best_gpu(task, server, moving) >= 0 else (
                 f"no GPU on server {server} has {t.gpu_memory_gb:.2f} GB free for task {task.tid}")
-        if c.gpu_server[gpu] != server if 0 <= gpu < c.n_gpus else True:
+        if not (0 <= gpu < c.n_gpus and c.gpu_server[gpu] == server):
             return f"GPU {gpu} is not on server {server}"
         free = c.gpu_mem_cap[gpu] - c.gpu_mem_used[gpu] + (t.gpu_memory_gb if moving and task.gpu == gpu else 0.0)
         if t.gpu_memory_gb > free + 1e-9:
@@ -790,4 +790,3 @@ class Simulator:
         for job in list(self.active_jobs.values()):
             self._touch(job)
         self._dirty.clear()
-        self.metrics.finalise(self)

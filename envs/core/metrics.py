@@ -59,9 +59,6 @@ class Metrics:
                             float(u["gpu"].mean()), float(u["cpu"].mean()), float(u["mem"].mean()),
                             float(u["net"].mean()), int(c.overloaded.sum())))
 
-    def finalise(self, sim: "Simulator") -> None:
-        pass
-
     def job_records(self, sim: "Simulator") -> list[dict]:
         out = []
         for j in sim.jobs:
