@@ -54,6 +54,8 @@ class EnvConfig:
       action under "penalty".
     Observation
       ``window_size`` (W task rows), ``rows_per_job`` (cap on one job's rows in the window; None = no cap),
+      ``migrate_rows`` (cap on migration-candidate rows, so tasks on overloaded servers cannot fill the
+      window and starve the queue of a policy that does not migrate; None = no cap),
       ``preemption`` (offer running jobs as preemption rows whose "back to the queue" action suspends the
       whole job; off by default, as in MLFS's action space), ``preempt_rows`` (at most that many such rows),
       ``n_destinations`` (K server columns), ``max_gpus_per_server`` (width of the
@@ -84,6 +86,7 @@ class EnvConfig:
     invalid_penalty: float = -0.1
     window_size: int = 16
     rows_per_job: int | None = 4
+    migrate_rows: int | None = 8
     preemption: bool = False
     preempt_rows: int | None = 4
     n_destinations: int = 20
@@ -112,6 +115,8 @@ class EnvConfig:
             raise ConfigError("loss_history must be >= 1")
         if self.preempt_rows is not None and self.preempt_rows < 1:
             raise ConfigError(f"preempt_rows must be >= 1 or None, got {self.preempt_rows}")
+        if self.migrate_rows is not None and self.migrate_rows < 0:
+            raise ConfigError(f"migrate_rows must be >= 0 or None, got {self.migrate_rows}")
         if self.rows_per_job is not None and self.rows_per_job < 1:
             raise ConfigError(f"rows_per_job must be >= 1 or None, got {self.rows_per_job}")
         if self.time_scale <= 0 or self.bytes_scale <= 0:

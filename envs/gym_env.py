@@ -39,7 +39,8 @@ class ClusterEnv(gym.Env):
     in docs/env.md and :mod:`envs.observation`):
 
     - ``tasks`` (W, F): one row per candidate task, zeros for padding rows (``present`` = 0). Row order:
-      migration candidates first (running tasks on overloaded servers, by server index then task id), then
+      migration candidates first (running tasks on overloaded servers, by server index then task id; at most
+      ``migrate_rows``, default 8, so a policy that does not migrate still sees the queue), then
       ready waiting tasks (``Task.is_ready()``) that fit at least one destination, in queue order (= arrival
       order), at most ``rows_per_job`` of them per job (so one wide job cannot fill the window and hide the
       others). Ready tasks not shown count in ``global.queue_beyond_window``. With ``preemption=True`` and
@@ -352,14 +353,15 @@ class ClusterEnv(gym.Env):
             touched = self._touched
             rows: list = []
             n_pre = 0
-            if any_over:
+            mig_cap = W if self.config.migrate_rows is None else min(W, self.config.migrate_rows)
+            if any_over and mig_cap:
                 for s in np.flatnonzero(over):
                     ts = c.server_tasks[s]
                     if ts:
                         rows.extend(t for t in sorted(ts, key=_tid) if t.tid not in touched)
-                        if len(rows) >= W:
+                        if len(rows) >= mig_cap:
                             break
-                rows = rows[:W]
+                rows = rows[:mig_cap]
             n_over = len(rows)
             if self.config.preemption and sim.queue and len(rows) < W:
                 # one row per running job (its first task), most attained GPU service first (the natural

@@ -110,4 +110,4 @@ def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
             except AttributeError:
                 pass
         info["window_start"] = start
-    return to_job_specs(df, map_seed, mcfg), info
+    return to_job_specs(df, map_seed, mcfg, cluster), info

@@ -55,9 +55,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     t0 = time.perf_counter()
     df = load_philly(limit=args.jobs)
-    specs = to_job_specs(df, seed=args.seed)
+    cluster = cluster_preset(args.cluster)
+    specs = to_job_specs(df, seed=args.seed, cluster=cluster)
     t1 = time.perf_counter()
-    sim = Simulator(cluster_preset(args.cluster), specs,
+    sim = Simulator(cluster, specs,
                     SimConfig(usage_change_mean_s=args.usage_change_mean, record_series=False,
                               decide_on="placement"), seed=args.seed)
     t2 = time.perf_counter()

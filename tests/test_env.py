@@ -405,3 +405,27 @@ def test_soak_1000_episodes_no_memory_growth():
     gc.collect()
     end = _rss_bytes()
     assert end - mid < 20_000_000, (mid, end)
+
+
+def test_migration_rows_are_capped_so_the_queue_stays_visible():
+    # Overload threshold 0.05: every busy server is overloaded, so without the cap the window fills with
+    # migration candidates and a non-migrating policy (FIFO) never sees the queue.
+    env = gym.make(DEFAULT, window_jobs=30, migrate_rows=3, sim={"overload_threshold": 0.05})
+    u = env.unwrapped
+    env.reset(seed=0)
+    seen_both = False
+    for _ in range(400):
+        kinds = [k for k in u.candidate_kind if k is not None]
+        assert kinds.count("migrate") <= 3
+        if kinds.count("migrate") == 3 and "place" in kinds:
+            seen_both = True
+        place_rows = [r for r, k in enumerate(u.candidate_kind) if k == "place"]
+        mask = u.action_masks()
+        a = next((u.encode(r, c) for r in place_rows for c in range(u.K) if mask[u.encode(r, c)]),
+                 u.end_round_action)
+        _, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            break
+    assert seen_both
+    with pytest.raises(ConfigError, match="migrate_rows"):
+        EnvConfig(migrate_rows=-1)

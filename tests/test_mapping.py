@@ -186,3 +186,31 @@ def test_real_catalogue_philly_window():
     assert all(s.n_gpus == g for s, g in zip(specs, df["n_gpus"]))
     pollux = M.to_job_specs(T.fill_pollux_durations(T.load_pollux_workload(3), 0), 0)
     assert {s.model for s in pollux} <= set(names)
+
+
+def test_reference_server_follows_the_target_cluster(fake_catalogue):
+    from envs.core.presets import cluster_preset
+
+    assert M.reference_server(cluster_preset("mlfs-80"))[:2] == (4, 10.0)
+    assert M.reference_server(cluster_preset("mlfs-2474"))[0] == 4  # 1,908 of its 2,474 GPUs sit in 4-GPU servers
+    df = trace(200)
+    wide = M.to_job_specs(df, 3)  # no cluster: 8 GPUs per server, 100 Gbit/s inside
+    small = M.to_job_specs(df, 3, cluster=cluster_preset("mlfs-80"))
+    assert [a.model for a in wide] == [b.model for b in small]
+    # the cluster's server is what the config would spell out by hand
+    by_hand = M.to_job_specs(df, 3, M.MappingConfig(gpus_per_server=4, nic_gbps=10.0,
+                                                     intra_gbps=cluster_preset("mlfs-80").servers[0].intra_gbps))
+    assert by_hand == small
+    # with the intra-server link held fixed, 4-GPU servers make a job spanning servers slower per
+    # iteration, so it gets fewer iterations for the same trace duration; a 1-GPU job is unaffected
+    four = M.to_job_specs(df, 3, M.MappingConfig(gpus_per_server=4))
+    multi = [(a, b) for a, b in zip(wide, four) if a.n_gpus > 4 and a.max_iterations > 100]
+    assert multi and all(b.max_iterations <= a.max_iterations for a, b in multi)
+    assert any(b.max_iterations < a.max_iterations for a, b in multi)
+    assert all(a.max_iterations == b.max_iterations for a, b in zip(wide, four) if a.n_gpus <= 4)
+    # an explicit config field wins over the cluster
+    explicit = M.to_job_specs(df, 3, M.MappingConfig(gpus_per_server=8, intra_gbps=100.0),
+                              cluster=cluster_preset("mlfs-80"))
+    assert [a.max_iterations for a in explicit] == [a.max_iterations for a in wide]
+    with pytest.raises(ValueError, match="gpus_per_server"):
+        M.MappingConfig(gpus_per_server=0)

@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -157,9 +157,10 @@ def offered_load(df: pd.DataFrame, cluster_gpus: int, horizon: float | None = No
 
 
 def generate(n_jobs: int, seed: int, cluster_gpus: int, load: float = 1.0, arrival: str = "poisson",
-             mapping: MappingConfig | None = None, **trace_kw) -> list[JobSpec]:
+             mapping: MappingConfig | None = None, cluster: Any = None, **trace_kw) -> list[JobSpec]:
     """Synthetic job specs: :func:`generate_trace` then :func:`envs.core.mapping.to_job_specs`.
-    The mapping seed is derived from ``seed`` (a separate stream), so both steps are reproducible."""
+    The mapping seed is derived from ``seed`` (a separate stream), so both steps are reproducible.
+    ``cluster`` (a ClusterSpec) sets the mapping's reference server."""
     df = generate_trace(n_jobs, seed, cluster_gpus, load, arrival, **trace_kw)
     map_seed = int(np.random.SeedSequence([seed, 1]).generate_state(1)[0])
-    return to_job_specs(df, map_seed, mapping)
+    return to_job_specs(df, map_seed, mapping, cluster)

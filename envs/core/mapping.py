@@ -16,7 +16,13 @@ and kept the trace's iteration count. We do the same with the catalogue and the 
 - **sync**: parameter server with probability ``ps_probability``, else all-reduce.
 - **iterations**: ``max_iterations = max(1, round(duration / t_it))`` where ``t_it`` is
   :func:`envs.core.dag.reference_iteration_time` on dedicated ``reference_gpu`` GPUs (default V100, the
-  MLFS testbed GPU): the job re-runs its trace duration on the reference hardware.
+  MLFS testbed GPU) packed onto reference servers: the job re-runs its trace duration on the reference
+  hardware. The reference server (GPUs per server, NIC and intra-server bandwidth) is the target cluster's
+  when one is given (:func:`reference_server`: the server shape holding most of its GPUs), so a job
+  placed compactly on an idle cluster runs about its trace duration. Without a cluster it is 8 GPUs,
+  10 Gbit/s NIC, 100 Gbit/s intra-server. (An earlier version always used 8 GPUs per server with a
+  100 Gbit/s link; on the 4-GPU/10 Gbit/s MLFS cluster every multi-server job then ran slower than t_e
+  before any contention and missed its 1.1 t_e deadline whatever the scheduler did.)
 - **deadline**: the trace's, if it has one; else ``submit + max(1.1 t_e, t_r)``, t_e = max_iterations x
   t_it, t_r ~ U[0.5, 24] h (MLFS §4.1).
 - **urgency** ~ U{1..10}; **accuracy requirement**: the trace's, else U[0.6, 0.95] x the final accuracy
@@ -69,6 +75,10 @@ class MappingConfig:
     max_partitions: int | None = None
     ps_probability: float = 0.5
     reference_gpu: str = "V100"
+    # Reference server for t_it; None = the target cluster's (see reference_server), else 8 / 10 / 100.
+    gpus_per_server: int | None = None
+    nic_gbps: float | None = None
+    intra_gbps: float | None = None
     deadline_factor: float = 1.1
     deadline_range_h: tuple[float, float] = (0.5, 24.0)
     urgency_range: tuple[int, int] = (1, 10)
@@ -94,6 +104,29 @@ class MappingConfig:
         lo, hi = self.urgency_range
         if not 1 <= lo <= hi <= 10:
             raise ValueError("urgency_range must lie in 1..10")
+        if self.gpus_per_server is not None and int(self.gpus_per_server) < 1:
+            raise ValueError(f"gpus_per_server must be >= 1 (got {self.gpus_per_server!r})")
+        for name in ("nic_gbps", "intra_gbps"):
+            v = getattr(self, name)
+            if v is not None and not v > 0:
+                raise ValueError(f"{name} must be > 0 (got {v!r})")
+
+
+# Used when neither the config nor a cluster gives the reference server.
+DEFAULT_REFERENCE_SERVER = (8, 10.0, 100.0)
+
+
+def reference_server(cluster: Any) -> tuple[int, float, float]:
+    """(GPUs per server, NIC Gbit/s, intra-server Gbit/s) of the server shape that holds the most GPUs
+    of ``cluster`` (ties: the first such shape in server order)."""
+    held: dict[tuple[int, float, float], int] = {}
+    for s in cluster.servers:
+        if s.n_gpus > 0:
+            key = (int(s.n_gpus), float(s.nic_gbps), float(s.intra_gbps))
+            held[key] = held.get(key, 0) + int(s.n_gpus)
+    if not held:
+        return DEFAULT_REFERENCE_SERVER
+    return max(held, key=held.__getitem__)  # max keeps the first of equal counts (dict order)
 
 
 # ------------------------------------------------------------------------- catalogue / DAG (lazy)
@@ -148,9 +181,15 @@ def _col(df: pd.DataFrame, name: str) -> np.ndarray | None:
     return df[name].to_numpy() if name in df.columns else None
 
 
-def to_job_specs(df: pd.DataFrame, seed: int, config: MappingConfig | None = None) -> list[JobSpec]:
-    """Map a canonical trace (see :mod:`envs.core.traces`) to job specs. Deterministic in ``seed``."""
+def to_job_specs(df: pd.DataFrame, seed: int, config: MappingConfig | None = None,
+                 cluster: Any = None) -> list[JobSpec]:
+    """Map a canonical trace (see :mod:`envs.core.traces`) to job specs. Deterministic in ``seed``.
+    ``cluster`` (a :class:`~envs.core.hardware.ClusterSpec`) supplies the reference server for the
+    fields ``config`` leaves as None."""
     cfg = config or MappingConfig()
+    base = reference_server(cluster) if cluster is not None else DEFAULT_REFERENCE_SERVER
+    ref_server = tuple(base[i] if v is None else v
+                       for i, v in enumerate((cfg.gpus_per_server, cfg.nic_gbps, cfg.intra_gbps)))
     names, get_model = _catalogue()
     ref_time = _reference_iteration_time()
     n = len(df)
@@ -223,7 +262,9 @@ def to_job_specs(df: pd.DataFrame, seed: int, config: MappingConfig | None = Non
         key = (name, p, r, sync, float(comm_ps[i]), float(comm_w[i]))
         t_it = cache.get(key)
         if t_it is None:
-            t_it = cache[key] = float(ref_time(model, p, r, sync, cfg.reference_gpu, float(comm_ps[i]), float(comm_w[i])))
+            t_it = cache[key] = float(ref_time(model, p, r, sync, cfg.reference_gpu, float(comm_ps[i]),
+                                               float(comm_w[i]), int(ref_server[0]), float(ref_server[1]),
+                                               float(ref_server[2])))
         if not t_it > 0:
             raise ValueError(f"job {jid}: reference iteration time {t_it!r} for {name} must be > 0")
         iters = max(1, int(round(dur[i] / t_it)))
