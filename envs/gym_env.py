@@ -203,10 +203,13 @@ class ClusterEnv(gym.Env):
         self._S = self.sim.cluster.n_servers
         self._dest.fill(-1)
         self._dest[:min(self._S, self.K)] = np.arange(min(self._S, self.K))
-        self._t_cpu = np.array([t.t.cpu_cores for t in tasks], dtype=np.float64)
-        self._t_mem = np.array([t.t.memory_gb for t in tasks], dtype=np.float64)
-        self._t_gmem = np.array([t.t.gpu_memory_gb for t in tasks], dtype=np.float64)
-        self._t_ps = np.array([t.is_ps for t in tasks], dtype=bool)
+        self._U_buf = np.empty((self._S, 4))
+        self._free_buf = np.empty((3, self.K))
+        self._dest_arr = self._dest.copy()
+        self._dest_list = self._dest.tolist()
+        # (CPU, memory, GPU memory) demand per task for the fit mask; -inf GPU memory for a PS (takes no GPU)
+        self._t_demand = np.array([(t.t.cpu_cores, t.t.memory_gb, -np.inf if t.is_ps else t.t.gpu_memory_gb)
+                                   for t in tasks], dtype=np.float64).reshape(-1, 3)
         self._n_jobs = max(1, self.sim.n_jobs)
         self._steps = 0
         self._round_actions = 0
@@ -322,9 +325,8 @@ class ClusterEnv(gym.Env):
         """Choose the destinations and the window rows, and fill the action mask (vectorised)."""
         sim, W, K = self.sim, self.W, self.K
         c = sim.cluster
-        util = c.utilisation()
-        self._util = util
-        U = np.stack((util["gpu"], util["cpu"], util["mem"], util["net"]), axis=1)
+        # the buffer is reused step to step (the observation copies what it needs)
+        U = c.utilisation_matrix(self._U_buf)
         np.minimum(U, 2.0, out=U)  # network/CPU use can exceed capacity; features are clipped at 2
         self._U = U
         over = c.overloaded
@@ -337,11 +339,12 @@ class ClusterEnv(gym.Env):
         dest = self._dest
         if self._S <= K:
             k = self._S
+            d = slice(0, k)  # destinations are servers 0..S-1: slices avoid fancy-index copies
         else:
             dest[:] = np.argsort(dist_all, kind="stable")[:K]
             k = K
-        d = dest[:k]
-        self.destinations = dest.tolist()
+            d = dest
+        self.destinations = list(self._dest_list) if self._S <= K else dest.tolist()
         mask, m2 = self._mask, self._mask2
         mask.fill(False)
         mask[-1] = True
@@ -355,13 +358,16 @@ class ClusterEnv(gym.Env):
             n_pre = 0
             mig_cap = W if self.config.migrate_rows is None else min(W, self.config.migrate_rows)
             if any_over and mig_cap:
-                for s in np.flatnonzero(over):
-                    ts = c.server_tasks[s]
-                    if ts:
-                        rows.extend(t for t in sorted(ts, key=_tid) if t.tid not in touched)
-                        if len(rows) >= mig_cap:
-                            break
-                rows = rows[:mig_cap]
+                server_tasks = c.server_tasks
+                for s in np.flatnonzero(over).tolist():
+                    ts = server_tasks[s]
+                    for t in (sorted(ts, key=_tid) if len(ts) > 1 else ts):
+                        if t.tid not in touched:
+                            rows.append(t)
+                            if len(rows) == mig_cap:
+                                break
+                    if len(rows) == mig_cap:
+                        break
             n_over = len(rows)
             if self.config.preemption and sim.queue and len(rows) < W:
                 # one row per running job (its first task), most attained GPU service first (the natural
@@ -377,19 +383,21 @@ class ClusterEnv(gym.Env):
                         break
             n_mig = len(rows)
             if n_mig < W and sim.queue:
-                ready = [t for t in sim.queue.values() if t.is_ready()]
-                rows.extend(ready)
+                rows.extend([t for t in sim.queue.values() if t.is_ready()])
             if rows:
-                tids = np.fromiter((t.tid for t in rows), np.int64, len(rows))
-                cpu_free = c.cpu_cap[d] - c.cpu_alloc[d]
-                mem_free = c.mem_cap[d] - c.mem_alloc[d]
-                gfree = c.server_max_free_gpu_mem[d]
-                ok = ((cpu_free[None, :] + _EPS >= self._t_cpu[tids, None])
-                      & (mem_free[None, :] + _EPS >= self._t_mem[tids, None])
-                      & ((gfree[None, :] + _EPS >= self._t_gmem[tids, None]) | self._t_ps[tids, None]))
+                # (free CPU, free memory, largest free GPU memory) + eps per destination, against each row's
+                # demands (a PS task's GPU-memory demand is -inf: it needs no GPU)
+                free = self._free_buf[:, :k]
+                np.subtract(c.cpu_cap[d], c.cpu_alloc[d], out=free[0])
+                np.subtract(c.mem_cap[d], c.mem_alloc[d], out=free[1])
+                free[2] = c.server_max_free_gpu_mem[d]
+                free += _EPS
+                tids = [t.tid for t in rows]
+                ok = (free[None, :, :] >= self._t_demand[tids][:, :, None]).all(axis=1)
                 if n_mig:
-                    own = np.fromiter((t.server for t in rows[:n_mig]), np.int64, n_mig)
-                    ok[:n_mig] &= (d[None, :] != own[:, None]) & ~over[d][None, :]
+                    own = np.array([t.server for t in rows[:n_mig]], np.int64)
+                    dd = self._dest_arr[:k] if self._S <= K else dest
+                    ok[:n_mig] &= (dd[None, :] != own[:, None]) & ~over[d][None, :]
                     m2[:n_mig, :k] = ok[:n_mig]
                     m2[:n_mig, K] = True
                     cands[:n_mig] = rows[:n_mig]
@@ -398,34 +406,37 @@ class ClusterEnv(gym.Env):
                 r = n_mig
                 if len(rows) > n_mig:
                     okp = ok[n_mig:]
-                    sel = np.flatnonzero(okp.any(axis=1))
+                    sel = np.flatnonzero(okp.any(axis=1)).tolist()
                     cap = self.config.rows_per_job
+                    room = W - n_mig
                     if cap:  # at most `cap` rows per job, so one wide gang cannot fill the window
                         per_job: dict[int, int] = {}
                         keep = []
-                        for i in sel.tolist():
+                        for i in sel:
                             jid = rows[n_mig + i].job.jid
-                            if per_job.get(jid, 0) < cap:
-                                per_job[jid] = per_job.get(jid, 0) + 1
+                            n_j = per_job.get(jid, 0)
+                            if n_j < cap:
+                                per_job[jid] = n_j + 1
                                 keep.append(i)
-                                if len(keep) == W - n_mig:
+                                if len(keep) == room:
                                     break
-                        sel = np.asarray(keep, dtype=np.int64)
-                    sel = sel[:W - n_mig]
+                        sel = keep
+                    del sel[room:]
                     n_place = len(sel)
                     if n_place:
                         m2[r:r + n_place, :k] = okp[sel]
-                        for i in sel.tolist():
+                        for i in sel:
                             cands[r] = rows[n_mig + i]
                             kinds[r] = "place"
                             r += 1
         self.candidates, self.candidate_kind = cands, kinds
         self._queue_beyond = len(sim.queue) - n_place
         self._dist = dist_all[d]
+        self._k = k
 
     def _make_obs(self) -> dict:
         self._obs = self.obs_builder.build(self.sim, self.candidates, self.candidate_kind, self._dest, self._dist,
-                                           self._util, self._U, self._mask, self._queue_beyond, self._round_actions,
+                                           self._U, self._mask, self._queue_beyond, self._round_actions,
                                            self._clock_offset)
         return {k: v.copy() for k, v in self._obs.items()}
 

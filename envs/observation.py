@@ -116,6 +116,17 @@ class ObservationBuilder:
         self.gpu_idx = c.server_first_gpu[:, None] + slot[None, :]
         self.gpu_valid = slot[None, :] < c.server_n_gpus[:, None]
         self.gpu_idx = np.where(self.gpu_valid, self.gpu_idx, 0)
+        # S <= K: destination columns are the servers in index order; their static columns never change
+        self._S = S
+        self._col_of = {i: i for i in range(S)}
+        self._full_servers = bool((c.server_n_gpus == self.G).all())
+        tpl = np.zeros((self.K, len(SERVER_COLUMNS)), np.float32)
+        if S <= self.K:
+            tpl[:S, 0] = 1.0
+            tpl[:S, 8] = self.n_gpus_f
+            tpl[:S, 11] = self.nic_f
+            tpl[:S, 13:] = self.type_onehot
+        self._srv_template = tpl
         self.task_static = np.stack([self._tstat(t) for t in sim.tasks]) if sim.tasks else np.zeros((0, self.n_tstat), np.float32)
         self.job_static = np.stack([self._jstat(j) for j in sim.jobs]) if sim.jobs else np.zeros((0, self.n_jstat), np.float32)
 
@@ -218,11 +229,12 @@ class ObservationBuilder:
         return a
 
     # ------------------------------------------------------------------ build
-    def build(self, sim, candidates, kinds, dest: np.ndarray, dist: np.ndarray, util: dict, U: np.ndarray,
+    def build(self, sim, candidates, kinds, dest: np.ndarray, dist: np.ndarray, U: np.ndarray,
               mask: np.ndarray, queue_beyond: int, round_actions: int, clock_offset: float) -> dict:
         now = sim.now
         ts = self.ts
         c = sim.cluster
+        dense = self._S <= self.K
         T = self.tasks
         T.fill(0.0)
         o1, o2, o3 = self._o_tstat, self._o_jstat, self._o_jdyn
@@ -257,7 +269,7 @@ class ObservationBuilder:
         A = self.affinity
         A.fill(0.0)
         if rows:
-            col_of = {int(s): i for i, s in enumerate(dest.tolist()) if s >= 0}
+            col_of = self._col_of if dense else {int(s): i for i, s in enumerate(dest.tolist()) if s >= 0}
             for r in rows:
                 task = candidates[r]
                 jt, t = task.job.tasks, task.t
@@ -273,27 +285,42 @@ class ObservationBuilder:
         # servers
         Sv = self.servers
         G = self.gpu
-        valid = dest >= 0
-        d = dest[valid]
-        k = len(d)
-        if k < self.K:
-            Sv.fill(0.0)
-            G.fill(-1.0)
-        if k:
-            gidx = self.gpu_idx[d]
-            gval = self.gpu_valid[d]
-            Sv[:k, 0] = 1.0
-            Sv[:k, 1:5] = U[d]
-            Sv[:k, 5] = c.server_max_free_gpu_mem[d] / self.max_gmem
-            Sv[:k, 6] = (c.cpu_cap[d] - c.cpu_alloc[d]) / self.max_cpu
-            Sv[:k, 7] = (c.mem_cap[d] - c.mem_alloc[d]) / self.max_mem
-            Sv[:k, 8] = self.n_gpus_f[d]
-            Sv[:k, 9] = ((c.gpu_n_tasks[gidx] == 0) & gval).sum(axis=1) / self.G
-            Sv[:k, 10] = over[d]
-            Sv[:k, 11] = self.nic_f[d]
+        if dense:  # destinations are servers 0..S-1 (S <= K): slices, static columns from a template
+            k = self._S
+            Sv[:] = self._srv_template
+            Sv[:k, 1:5] = U
+            np.divide(c.server_max_free_gpu_mem, self.max_gmem, out=Sv[:k, 5])
+            Sv[:k, 6] = (c.cpu_cap - c.cpu_alloc) / self.max_cpu
+            Sv[:k, 7] = (c.mem_cap - c.mem_alloc) / self.max_mem
+            Sv[:k, 9] = np.add.reduceat(c.gpu_n_tasks == 0, c.server_first_gpu) / self.G
+            Sv[:k, 10] = over
             Sv[:k, 12] = np.minimum(dist * 0.5, 2.0)
-            Sv[:k, 13:] = self.type_onehot[d]
-            G[:k] = np.where(gval, np.minimum(c.gpu_load[gidx], 4.0), -1.0)
+            if self._full_servers:  # every server has G GPUs: the (S, G) load matrix is a reshape
+                np.minimum(c.gpu_load.reshape(k, self.G), 4.0, out=G[:k])
+            else:
+                G[:k] = np.where(self.gpu_valid, np.minimum(c.gpu_load[self.gpu_idx], 4.0), -1.0)
+        else:
+            valid = dest >= 0
+            d = dest[valid]
+            k = len(d)
+            if k < self.K:
+                Sv.fill(0.0)
+                G.fill(-1.0)
+            if k:
+                gidx = self.gpu_idx[d]
+                gval = self.gpu_valid[d]
+                Sv[:k, 0] = 1.0
+                Sv[:k, 1:5] = U[d]
+                Sv[:k, 5] = c.server_max_free_gpu_mem[d] / self.max_gmem
+                Sv[:k, 6] = (c.cpu_cap[d] - c.cpu_alloc[d]) / self.max_cpu
+                Sv[:k, 7] = (c.mem_cap[d] - c.mem_alloc[d]) / self.max_mem
+                Sv[:k, 8] = self.n_gpus_f[d]
+                Sv[:k, 9] = ((c.gpu_n_tasks[gidx] == 0) & gval).sum(axis=1) / self.G
+                Sv[:k, 10] = over[d]
+                Sv[:k, 11] = self.nic_f[d]
+                Sv[:k, 12] = np.minimum(dist * 0.5, 2.0)
+                Sv[:k, 13:] = self.type_onehot[d]
+                G[:k] = np.where(gval, np.minimum(c.gpu_load[gidx], 4.0), -1.0)
 
         # global
         gl = self.glob
@@ -301,7 +328,8 @@ class ObservationBuilder:
         n = self.n_jobs
         ended = sim.metrics.jobs_ended
         active = len(sim.active_jobs)
-        ocd = float(np.sqrt((U * U).mean(axis=1)).mean())  # == sim.cluster_overload_degree()
+        # == sim.cluster_overload_degree() on the clipped U; add.reduce / n is what np.mean computes (same bits)
+        ocd = float(np.add.reduce(np.sqrt(np.add.reduce(U * U, axis=1) / U.shape[1])) / U.shape[0])
         gl[:] = (math.sin(tod), math.cos(tod), sq(queue_beyond / self.W), sq(len(sim.queue) / self.W),
                  active / n, ended / n, (n - ended - active) / n, min(1.0, ocd), np.count_nonzero(over) / len(over),
                  n_mig / self.W, sq(now / (24.0 * ts)), sq(round_actions / self.W))

@@ -52,6 +52,10 @@ class ClusterState:
         self._server_gpu_ranges = [range(int(f), int(f) + int(n)) for f, n in zip(self.server_first_gpu, self.server_n_gpus)]
         self.gpu_tasks: list[list] = [[] for _ in range(self.n_gpus)]
         self.server_tasks: list[dict] = [{} for _ in range(S)]  # task -> None, insertion-ordered
+        # scratch buffers of utilisation_matrix
+        self._gpu_buf = np.empty(self.n_gpus)
+        self._srv_buf = np.empty(S)
+        self._net_cap_mbps = self.nic_gbps * 125.0
 
     def server_gpus(self, s: int) -> range:
         return self._server_gpu_ranges[s]
@@ -59,6 +63,21 @@ class ClusterState:
     def refresh_free_gpu_mem(self, s: int) -> None:
         cap, used = self.gpu_mem_cap, self.gpu_mem_used
         self.server_max_free_gpu_mem[s] = max(cap[g] - used[g] for g in self._server_gpu_ranges[s])
+
+    def utilisation_matrix(self, out: np.ndarray | None = None) -> np.ndarray:
+        """(S, 4) actual use / capacity of (GPU, CPU, memory, network), the columns of :meth:`utilisation`
+        (same arithmetic, so equal bit for bit), written into ``out`` when given (no allocation)."""
+        S = self.n_servers
+        if out is None:
+            out = np.empty((S, 4))
+        g = self._gpu_buf
+        np.minimum(self.gpu_load, 1.0, out=g)
+        np.add.reduceat(g, self.server_first_gpu, out=self._srv_buf)
+        np.divide(self._srv_buf, self.server_n_gpus, out=out[:, 0])
+        np.divide(self.cpu_use, self.cpu_cap, out=out[:, 1])
+        np.divide(self.mem_use, self.mem_cap, out=out[:, 2])
+        np.divide(self.net_mbps, self._net_cap_mbps, out=out[:, 3])
+        return out
 
     def utilisation(self) -> dict[str, np.ndarray]:
         """Per-server utilisation of each resource type (actual usage / capacity)."""
