@@ -80,7 +80,7 @@ class ObservationBuilder:
         self.affinity = np.zeros((W, K), np.float32)
         self._task_static: dict[int, np.ndarray] = {}
         self._job_static: dict[int, np.ndarray] = {}
-        self._job_dyn: dict[int, tuple[float, np.ndarray]] = {}
+        self._job_dyn: dict[int, tuple[tuple, np.ndarray]] = {}
         self._curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def space(self, n_actions: int) -> spaces.Dict:
@@ -189,8 +189,11 @@ class ObservationBuilder:
         return cv
 
     def _jdyn(self, job, now: float) -> np.ndarray:
+        # everything the row depends on besides the static spec: a placement, pause or progress update inside
+        # a decision round (same `now`) must not serve the stale row
+        key = (now, job.n_placed, job.iters, job.last_update, job.paused_until, job.state)
         hit = self._job_dyn.get(job.jid)
-        if hit is not None and hit[0] == now:
+        if hit is not None and hit[0] == key:
             return hit[1]
         s, ts = job.spec, self.ts
         maxit = float(s.max_iterations)
@@ -225,7 +228,7 @@ class ObservationBuilder:
             sq(waiting / ts),
             sq(job.running_time / ts),
         )
-        self._job_dyn[job.jid] = (now, a)
+        self._job_dyn[job.jid] = (key, a)
         return a
 
     # ------------------------------------------------------------------ build

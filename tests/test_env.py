@@ -429,3 +429,27 @@ def test_migration_rows_are_capped_so_the_queue_stays_visible():
     assert seen_both
     with pytest.raises(ConfigError, match="migrate_rows"):
         EnvConfig(migrate_rows=-1)
+
+
+def test_job_features_follow_placements_inside_a_round():
+    # placing one task of a job changes its siblings' "placed_share" at once, in the same decision round
+    env = gym.make(DEFAULT, window_jobs=30)
+    u = env.unwrapped
+    obs, _ = env.reset(seed=0)
+    col = u.obs_builder.task_cols.index("placed_share")
+    for _ in range(500):
+        rows = [r for r, k in enumerate(u.candidate_kind) if k == "place"]
+        jobs = [u.candidates[r].job for r in rows]
+        pick = next((r for r, j in zip(rows, jobs) if j.n_tasks > 1 and j.n_placed + 1 < j.n_tasks), None)
+        if pick is not None:
+            job, now = u.candidates[pick].job, u.sim.now
+            mask = u.action_masks()
+            c = next(c for c in range(u.K) if mask[u.encode(pick, c)])
+            obs, *_ = env.step(u.encode(pick, c))
+            sib = [r for r, t in enumerate(u.candidates) if t is not None and t.job is job]
+            if u.sim.now == now and sib:
+                assert obs["tasks"][sib[0], col] == np.float32(job.n_placed / job.n_tasks)
+                return
+        else:
+            env.step(u.end_round_action)
+    pytest.fail("no multi-task job was placed part-way in 500 steps")
