@@ -204,7 +204,7 @@ class ObservationBuilder:
             if now > start:
                 it = min(job.target_iters, it + job.rate * (now - start))
         H = self.H
-        a = np.zeros(self.n_jdyn, np.float32)
+        red = [0.0] * H  # recent loss reductions
         xs, ls = self._curve(job)
         i = math.floor(it)
         if i >= 1:
@@ -212,12 +212,11 @@ class ObservationBuilder:
             lv = [_interp(max(0, i - j) / maxit, xs, ls) for j in range(H + 1)]
             total = ls[0] - lv[0]
             if total > 0:
-                o = len(JOB_DYNAMIC_HEAD)
-                for j in range(H):
-                    if i - j >= 1:
-                        a[o + j] = min(1.0, max(0.0, (lv[j + 1] - lv[j]) / total))
+                for j in range(min(H, i)):  # j <= i - 1: iteration i - j >= 1
+                    red[j] = min(1.0, max(0.0, (lv[j + 1] - lv[j]) / total))
         waiting = job.waiting_time + max(0.0, now - job.last_update) * (0.0 if job.fully_placed else 1.0)
-        a[:len(JOB_DYNAMIC_HEAD)] = (
+        # one conversion of Python floats (same float32 rounding as element-wise assignment)
+        a = np.array((
             sq((now - s.submit_time) / ts),
             ssq((s.deadline - now) / ts),
             min(1.0, it / maxit),
@@ -227,7 +226,7 @@ class ObservationBuilder:
             _interp(it / maxit, *self._acc_curve(job)),
             sq(waiting / ts),
             sq(job.running_time / ts),
-        )
+            *red), np.float32)
         self._job_dyn[job.jid] = (key, a)
         return a
 
