@@ -272,6 +272,8 @@ class ObservationBuilder:
         A.fill(0.0)
         if rows:
             col_of = self._col_of if dense else {int(s): i for i, s in enumerate(dest.tolist()) if s >= 0}
+            K = self.K
+            flat, wts = [], []
             for r in rows:
                 task = candidates[r]
                 jt, t = task.job.tasks, task.t
@@ -280,9 +282,14 @@ class ObservationBuilder:
                     continue
                 w = 1.0 / len(nb)
                 for k in nb:
-                    col = col_of.get(jt[k].server)
-                    if col is not None and jt[k].state == 2:  # RUNNING
-                        A[r, col] += w
+                    nt = jt[k]
+                    if nt.state == 2:  # RUNNING
+                        col = col_of.get(nt.server)
+                        if col is not None:
+                            flat.append(r * K + col)
+                            wts.append(w)
+            if flat:  # one scatter-add, summed in float64 then rounded once to float32
+                A.reshape(-1)[:] = np.bincount(flat, wts, minlength=A.size)
 
         # servers
         Sv = self.servers
