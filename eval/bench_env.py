@@ -1,13 +1,19 @@
 """Environment throughput: steps/s with random valid actions (and a greedy place-first policy), one core.
 
     .venv/bin/python eval/bench_env.py [--steps 20000] [--ids clustergym/GPUCluster-v0 clustergym/MLFS2474-v0]
+                                       [--breakdown]
 
 Observation building, masks and the simulator are all included; the first reset (trace loading) is not timed.
+``--breakdown`` runs each case a second time with timers around the parts of a step (CPU time of this
+thread, so other processes on the machine do not inflate it): the simulator's commands and its advance to
+the next decision point, the window/destination/mask build, and the observation arrays.
 """
 from __future__ import annotations
 
 import argparse
 import time
+from collections import Counter
+from contextlib import contextmanager
 
 import gymnasium as gym
 import numpy as np
@@ -49,14 +55,65 @@ def bench(env_id: str, steps: int, policy, seed: int = 0, **kw) -> dict:
             "episodes_ended": eps, "sim_time_h": round(u.sim.now / 3600, 2)}
 
 
+# (owner, method, part of a step): the simulator's work, then the env's two layers on top of it
+_PARTS = (("sim", "place", "simulator"), ("sim", "migrate", "simulator"), ("sim", "requeue", "simulator"),
+          ("sim", "preempt", "simulator"), ("sim", "next_decision", "simulator"),
+          ("env", "_build", "window + mask"), ("env", "_make_obs", "observation"))
+
+
+@contextmanager
+def _timed_parts(acc: Counter):
+    """Wrap the methods of _PARTS (on their classes) to add their thread CPU time to ``acc``."""
+    from envs.core.engine import Simulator
+    from envs.gym_env import ClusterEnv
+
+    owners = {"sim": Simulator, "env": ClusterEnv}
+    saved = []
+    for owner, name, part in _PARTS:
+        cls = owners[owner]
+        f = cls.__dict__[name]
+
+        def timed(*a, _f=f, _part=part, **k):
+            t = time.thread_time()
+            try:
+                return _f(*a, **k)
+            finally:
+                acc[_part] += time.thread_time() - t
+        saved.append((cls, name, f))
+        setattr(cls, name, timed)
+    try:
+        yield acc
+    finally:
+        for cls, name, f in saved:
+            setattr(cls, name, f)
+
+
+def breakdown(env_id: str, steps: int, policy, seed: int = 0) -> dict:
+    """Microseconds of thread CPU time per step in each part (nested calls are not double counted: the
+    simulator calls inside _build/_make_obs are none, and _build inside a command is not a command)."""
+    acc: Counter = Counter()
+    t0 = time.thread_time()
+    with _timed_parts(acc):
+        r = bench(env_id, steps, policy, seed)
+    total = time.thread_time() - t0
+    n = r["steps"]
+    out = {part: round(v * 1e6 / n, 1) for part, v in acc.items()}
+    out["other (step, reward, info, policy)"] = round((total - sum(acc.values())) * 1e6 / n, 1)
+    out["total"] = round(total * 1e6 / n, 1)
+    return {"id": env_id, "policy": policy.__name__, "us_per_step": out}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--ids", nargs="+", default=["clustergym/GPUCluster-v0", "clustergym/MLFS2474-v0"])
+    ap.add_argument("--breakdown", action="store_true", help="also time the parts of a step (second run)")
     args = ap.parse_args()
     for env_id in args.ids:
         for pol in (random_valid, greedy):
             print(bench(env_id, args.steps, pol), flush=True)
+            if args.breakdown:
+                print(breakdown(env_id, args.steps, pol), flush=True)
 
 
 if __name__ == "__main__":
