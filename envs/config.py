@@ -51,7 +51,9 @@ class EnvConfig:
     Reward
       ``reward_weights``: beta_1..beta_5 of MLFS Eq. (7). ``time_scale`` (s) and ``bytes_scale`` (MB) normalise
       g1 and g3. ``invalid_action``: ``"raise"`` or ``"penalty"``; ``invalid_penalty``: reward of an invalid
-      action under "penalty".
+      action under "penalty". ``vector_reward``: the step reward is the objective 5-vector g1..g5 (float32)
+      instead of ``beta . g``, and the env carries ``reward_space``/``reward_dim`` (the MO-Gymnasium
+      convention; ``info["scalar_reward"]`` keeps ``beta . g`` plus any penalty).
     Observation
       ``window_size`` (W task rows), ``rows_per_job`` (cap on one job's rows in the window; None = no cap),
       ``migrate_rows`` (cap on migration-candidate rows, so tasks on overloaded servers cannot fill the
@@ -84,6 +86,7 @@ class EnvConfig:
     bytes_scale: float = 1.0e5
     invalid_action: str = "penalty"
     invalid_penalty: float = -0.1
+    vector_reward: bool = False
     window_size: int = 16
     rows_per_job: int | None = 4
     migrate_rows: int | None = 8

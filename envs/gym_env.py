@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from .config import EnvConfig
+from .config import OBJECTIVE_NAMES, EnvConfig
 from .core.engine import SimConfig, Simulator
 from .core.job import JobState
 from .observation import ObservationBuilder
@@ -86,6 +86,9 @@ class ClusterEnv(gym.Env):
     Over a terminated episode the sums are ``-mean_jct/time_scale``, ``deadline_ratio``,
     ``-bandwidth_mb/(n_jobs*bytes_scale)``, ``accuracy_ratio`` and ``mean_accuracy`` of ``sim.summary()``.
     ``info["objectives"]`` is the 5-vector (float64) of the step; the invalid-action penalty is not in it.
+    With ``vector_reward=True`` the reward *is* that vector (float32, shape (5,), order ``OBJECTIVE_NAMES``),
+    the env has ``reward_space`` Box(5,) and ``reward_dim`` 5 (MO-Gymnasium's convention, read from
+    ``env.unwrapped``), and ``info["scalar_reward"]`` carries ``beta . g`` plus any invalid-action penalty.
 
     **Termination**: every job of the episode's window finished or was stopped. **Truncation**: the simulated
     time reached ``max_sim_time`` (the simulator's horizon) or ``max_steps`` agent steps were taken. The info of
@@ -125,6 +128,9 @@ class ClusterEnv(gym.Env):
         self.n_actions = self.W * (self.K + 1) + 1
         self.end_round_action = self.n_actions - 1
         self.action_space = spaces.Discrete(self.n_actions)
+        if cfg.vector_reward:  # only then: TorchRL and MO-Gymnasium read reward_space as "the reward is a vector"
+            self.reward_space = spaces.Box(-np.inf, np.inf, (len(OBJECTIVE_NAMES),), np.float32)
+            self.reward_dim = len(OBJECTIVE_NAMES)
         self.obs_builder = ObservationBuilder(self.W, self.K, self.G, self.model_names, cfg.loss_history, cfg.time_scale)
         self.observation_space = self.obs_builder.space(self.n_actions)
         self._beta = np.asarray(cfg.reward_weights, dtype=np.float64)
@@ -234,7 +240,8 @@ class ClusterEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         a = int(action)
         if self._done:
-            return ({k: v.copy() for k, v in self._obs.items()}, 0.0, self._terminated, self._truncated,
+            zero = np.zeros(len(OBJECTIVE_NAMES), np.float32) if self.config.vector_reward else 0.0
+            return ({k: v.copy() for k, v in self._obs.items()}, zero, self._terminated, self._truncated,
                     {**self._info(np.zeros(5)), "summary": self.sim.summary()})
         self._steps += 1
         before = self._carry if self._carry is not None else self._counters()
@@ -262,6 +269,9 @@ class ClusterEnv(gym.Env):
         info.update(info_extra)
         if self._done:
             info["summary"] = self.sim.summary()
+        if self.config.vector_reward:
+            info["scalar_reward"] = reward
+            return obs, g.astype(np.float32), self._terminated, self._truncated, info
         return obs, reward, self._terminated, self._truncated, info
 
     # ------------------------------------------------------------------ internals

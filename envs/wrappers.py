@@ -5,6 +5,9 @@
 mo-gymnasium. Objective order: ``OBJECTIVE_NAMES`` = (jct, deadline, bandwidth, accuracy_met, accuracy), the
 g_1..g_5 of MLFS Eq. (7) as the env computes them (see the env docstring). The scalar reward (with any
 invalid-action penalty) stays available as ``info["scalar_reward"]``.
+
+For MO-Gymnasium's own wrappers (which read ``reward_space`` from ``env.unwrapped``) make the env with
+``vector_reward=True`` instead: the base env then returns the same vector and carries ``reward_space``.
 """
 from __future__ import annotations
 
