@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test test-slow train bench clean
+.PHONY: setup test test-slow test-rllib train bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ test: setup
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow
+
+# Ray RLlib is an optional extra (it pins gymnasium 1.2.2, within our supported range)
+test-rllib: setup
+	$(PIP) install --quiet -e ".[dev,rllib]"
+	$(PY) -m pytest -q -m rllib
 
 train: setup
 	$(PY) train/ppo.py $(ARGS)
