@@ -340,8 +340,9 @@ class ClusterEnv(gym.Env):
         np.minimum(U, 2.0, out=U)  # network/CPU use can exceed capacity; features are clipped at 2
         self._U = U
         over = c.overloaded
-        any_over = bool(over.any())
-        if any_over and not over.all():
+        n_over_servers = int(np.count_nonzero(over))
+        any_over = n_over_servers > 0
+        if any_over and n_over_servers < self._S:
             ideal = U[~over].min(axis=0)
         else:
             ideal = U.min(axis=0)
@@ -403,7 +404,7 @@ class ClusterEnv(gym.Env):
                 free[2] = c.server_max_free_gpu_mem[d]
                 free += _EPS
                 tids = [t.tid for t in rows]
-                ok = (free[None, :, :] >= self._t_demand[tids][:, :, None]).all(axis=1)
+                ok = np.logical_and.reduce(free[None, :, :] >= self._t_demand[tids][:, :, None], axis=1)
                 if n_mig:
                     own = np.array([t.server for t in rows[:n_mig]], np.int64)
                     dd = self._dest_arr[:k] if self._S <= K else dest
@@ -416,7 +417,7 @@ class ClusterEnv(gym.Env):
                 r = n_mig
                 if len(rows) > n_mig:
                     okp = ok[n_mig:]
-                    sel = np.flatnonzero(okp.any(axis=1)).tolist()
+                    sel = np.flatnonzero(np.logical_or.reduce(okp, axis=1)).tolist()
                     cap = self.config.rows_per_job
                     room = W - n_mig
                     if cap:  # at most `cap` rows per job, so one wide gang cannot fill the window
