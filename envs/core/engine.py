@@ -118,6 +118,17 @@ class Simulator:
         self.queue: dict[int, Task] = {}  # waiting tasks by tid, in queue-entry order
         self.active_jobs: dict[int, Job] = {}
         self.metrics = Metrics(self.cluster.n_servers)
+        # overload tests of _refresh_servers as Python scalars (h_r x capacity, same products as before), and
+        # a count per server of its GPUs shared by several jobs above h_r, kept as GPU loads change
+        c, h = self.cluster, self.config.overload_threshold
+        self._cpu_cap = c.cpu_cap.tolist()
+        self._mem_cap = c.mem_cap.tolist()
+        self._cpu_limit = (h * c.cpu_cap).tolist()
+        self._mem_limit = (h * c.mem_cap).tolist()
+        self._net_limit = (h * c.nic_gbps * 125.0).tolist()
+        self._gpu_server = c.gpu_server.tolist()
+        self._gpu_hot = [False] * c.n_gpus
+        self._server_hot_gpus = [0] * c.n_servers
         self._events: list = []
         self._seq = 0
         self._dirty: dict[Job, None] = {}  # insertion-ordered: deterministic across processes
@@ -452,20 +463,12 @@ class Simulator:
                 f = min(cfg.usage_max, max(cfg.usage_min, f))
                 # apply the change per server (a wide job has many tasks on few servers)
                 c, df = self.cluster, f - job.usage_factor
-                per_server: dict[int, list[float]] = {}
-                gpus = set()
-                for t in job.tasks:
-                    if t.state == TaskState.RUNNING:
-                        acc = per_server.setdefault(t.server, [0.0, 0.0])
-                        acc[0] += t.t.cpu_cores
-                        acc[1] += t.t.memory_gb
-                        if t.gpu >= 0:
-                            gpus.add(t.gpu)
-                for srv, (cpu, mem) in per_server.items():
+                layout = job.usage_layout or self._usage_layout(job)
+                for srv, cpu, mem in layout[0]:
                     c.cpu_use[srv] += cpu * df
                     c.mem_use[srv] += mem * df
                 job.usage_factor = f
-                self._refresh_servers(sorted(per_server), sorted(gpus), memory_changed=False)
+                self._refresh_servers(layout[1], layout[2], memory_changed=False)
                 self._schedule_usage(job)
         elif kind == EV_GANG:
             if job.state == JobState.ACTIVE and self._gang_token.get(job.jid) == token and 0 < job.n_placed < job.n_tasks:
@@ -473,6 +476,23 @@ class Simulator:
                 job.gang_releases += 1
                 self.metrics.gang_releases += 1
                 self._request_tick()
+
+    @staticmethod
+    def _usage_layout(job: Job) -> tuple:
+        """((server, CPU sum, memory sum) per server in task order, sorted servers, sorted GPUs) of the job's
+        running tasks; cached on the job until its placement changes."""
+        per_server: dict[int, list[float]] = {}
+        gpus = set()
+        for t in job.tasks:
+            if t.state == TaskState.RUNNING:
+                acc = per_server.setdefault(t.server, [0.0, 0.0])
+                acc[0] += t.t.cpu_cores
+                acc[1] += t.t.memory_gb
+                if t.gpu >= 0:
+                    gpus.add(t.gpu)
+        job.usage_layout = ([(s, cpu, mem) for s, (cpu, mem) in per_server.items()], sorted(per_server),
+                            sorted(gpus))
+        return job.usage_layout
 
     def _release(self, job: Job) -> None:
         """Every placed task of the job back to the queue (preemption, gang timeout)."""
@@ -517,7 +537,7 @@ class Simulator:
         self._apply_usage(task, +1.0)
         job = task.job
         job.n_placed += 1
-        job.plan = None
+        job.plan = job.usage_layout = None
         self._schedule_usage(job)
         self._refresh_servers((server,), (gpu,) if gpu >= 0 else ())
 
@@ -534,14 +554,16 @@ class Simulator:
             c.gpu_tasks[gpu].remove(task)
         task.server, task.gpu = -1, -1
         task.job.n_placed -= 1
-        task.job.plan = None
+        task.job.plan = task.job.usage_layout = None
         self._refresh_servers((server,), (gpu,) if gpu >= 0 else ())
 
     def _refresh_servers(self, servers: Iterable[int], gpus: Iterable[int], memory_changed: bool = True) -> None:
         """Recompute GPU loads, overload flags and slowdowns; mark jobs whose speed may change.
         (Plain Python over the few GPUs of a server: numpy calls on 4-element slices cost more than they save.)"""
         c = self.cluster
-        gpu_load, gpu_n_jobs = c.gpu_load, c.gpu_n_jobs
+        gpu_load, gpu_n_jobs, gpu_slow = c.gpu_load, c.gpu_n_jobs, c.gpu_slow
+        h = self.config.overload_threshold
+        gpu_hot, server_hot = self._gpu_hot, self._server_hot_gpus
         for g in gpus:
             per_job: dict[Job, float] = {}
             for t in c.gpu_tasks[g]:
@@ -554,31 +576,37 @@ class Simulator:
                 elif job not in per_job:
                     per_job[job] = 0.0
             load = sum(per_job.values())
+            n_jobs = len(per_job)
             gpu_load[g] = load
-            gpu_n_jobs[g] = len(per_job)
-            slow = self._contention(load) if len(per_job) > 1 else 1.0
-            if slow != c.gpu_slow[g]:
-                c.gpu_slow[g] = slow
+            gpu_n_jobs[g] = n_jobs
+            # a GPU is overloaded when jobs *share* it beyond h_r: one job alone at high utilisation is busy,
+            # not contended, and moving it would not help (Gandiva's rule judges shared GPUs too)
+            hot = load > h and n_jobs > 1
+            if hot != gpu_hot[g]:
+                gpu_hot[g] = hot
+                server_hot[self._gpu_server[g]] += 1 if hot else -1
+            slow = self._contention(load) if n_jobs > 1 else 1.0
+            if slow != gpu_slow[g]:
+                gpu_slow[g] = slow
                 for t in c.gpu_tasks[g]:
                     self._touch(t.job)
-        h = self.config.overload_threshold
+        cpu_use, mem_use, net, overloaded, server_slow = c.cpu_use, c.mem_use, c.net_mbps, c.overloaded, c.server_slow
         for s in servers:
             if memory_changed:
                 c.refresh_free_gpu_mem(s)
-            # a GPU is overloaded when jobs *share* it beyond h_r: one job alone at high utilisation is busy,
-            # not contended, and moving it would not help (Gandiva's rule judges shared GPUs too)
-            over = bool(c.cpu_use[s] > h * c.cpu_cap[s] or c.mem_use[s] > h * c.mem_cap[s]
-                        or c.net_mbps[s] > h * c.nic_gbps[s] * 125.0
-                        or any(gpu_load[g] > h and gpu_n_jobs[g] > 1 for g in c.server_gpus(s)))
-            if over and not c.overloaded[s]:
-                self.metrics.overload_occurrences += 1
-                self._request_tick()
-            if over != c.overloaded[s]:
+            cu, mu = float(cpu_use[s]), float(mem_use[s])
+            over = (cu > self._cpu_limit[s] or mu > self._mem_limit[s] or float(net[s]) > self._net_limit[s]
+                    or server_hot[s] > 0)
+            was = bool(overloaded[s])
+            if over != was:
+                if over:
+                    self.metrics.overload_occurrences += 1
+                    self._request_tick()
                 self._n_overloaded += 1 if over else -1
-            c.overloaded[s] = over
-            slow = self._contention(max(c.cpu_use[s] / c.cpu_cap[s], c.mem_use[s] / c.mem_cap[s]))
-            if slow != c.server_slow[s]:
-                c.server_slow[s] = slow
+                overloaded[s] = over
+            slow = self._contention(max(cu / self._cpu_cap[s], mu / self._mem_cap[s]))
+            if slow != server_slow[s]:
+                server_slow[s] = slow
                 for t in c.server_tasks[s]:
                     self._touch(t.job)
 

@@ -79,6 +79,9 @@ class Job:
     cross_mb_rate_total: float = 0.0
     n_placed: int = 0
     plan: object = None  # dag.PlacementPlan of the current placement (None: recompute)
+    # (servers, their CPU and memory demand sums, GPUs) of the running tasks, for resource-use changes;
+    # None = recompute (reset with ``plan`` whenever a task is attached or detached)
+    usage_layout: object = None
     unit_compute: list = field(default_factory=list)  # per task: compute share x iteration time on its GPU
     slow_key: tuple | None = None  # contention factors the current rate was computed with
     scheduled: tuple | None = None  # (rate, target, paused_until) of the pending completion event

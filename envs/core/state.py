@@ -42,12 +42,13 @@ class ClusterState:
         self.gpu_n_jobs = np.zeros(self.n_gpus, dtype=np.int64)  # distinct jobs sharing the GPU
         # actual usage
         self.gpu_load = np.zeros(self.n_gpus)  # utilisation, may exceed 1 when shared
-        self.gpu_slow = np.ones(self.n_gpus)  # contention slowdown of the GPU's tasks (shared GPUs only)
+        # contention slowdowns, read one element at a time by the engine only: Python lists (no numpy scalars)
+        self.gpu_slow: list[float] = [1.0] * self.n_gpus  # of the GPU's tasks (shared GPUs only)
         self.cpu_use = np.zeros(S)
         self.mem_use = np.zeros(S)
         self.net_mbps = np.zeros(S)  # cross-server MB/s through the server's NIC
         self.overloaded = np.zeros(S, dtype=bool)
-        self.server_slow = np.ones(S)  # CPU/memory contention slowdown of the server's tasks
+        self.server_slow: list[float] = [1.0] * S  # CPU/memory contention slowdown of the server's tasks
         self.server_max_free_gpu_mem = self.gpu_mem_cap[self.server_first_gpu].copy()
         self._server_gpu_ranges = [range(int(f), int(f) + int(n)) for f, n in zip(self.server_first_gpu, self.server_n_gpus)]
         self.gpu_tasks: list[list] = [[] for _ in range(self.n_gpus)]
