@@ -565,18 +565,26 @@ class Simulator:
         h = self.config.overload_threshold
         gpu_hot, server_hot = self._gpu_hot, self._server_hot_gpus
         for g in gpus:
-            per_job: dict[Job, float] = {}
-            for t in c.gpu_tasks[g]:
-                job = t.job
-                use = t.t.gpu_util * job.usage_factor  # == _task_gpu_use(t), inlined: the hottest loop
-                if use > 1.0:
-                    use = 1.0
-                if use > per_job.get(job, 0.0):
-                    per_job[job] = use
-                elif job not in per_job:
-                    per_job[job] = 0.0
-            load = sum(per_job.values())
-            n_jobs = len(per_job)
+            on_gpu = c.gpu_tasks[g]
+            if len(on_gpu) == 1:  # the common exclusive case: no per-job bookkeeping
+                t = on_gpu[0]
+                load = t.t.gpu_util * t.job.usage_factor  # == _task_gpu_use(t), inlined: the hottest loop
+                if load > 1.0:
+                    load = 1.0
+                n_jobs = 1
+            else:
+                per_job: dict[Job, float] = {}  # a job's tasks on one GPU count once, at their highest use
+                for t in on_gpu:
+                    job = t.job
+                    use = t.t.gpu_util * job.usage_factor
+                    if use > 1.0:
+                        use = 1.0
+                    if use > per_job.get(job, 0.0):
+                        per_job[job] = use
+                    elif job not in per_job:
+                        per_job[job] = 0.0
+                load = sum(per_job.values())
+                n_jobs = len(per_job)
             gpu_load[g] = load
             gpu_n_jobs[g] = n_jobs
             # a GPU is overloaded when jobs *share* it beyond h_r: one job alone at high utilisation is busy,
