@@ -325,6 +325,36 @@ def test_gavel_lp_max_min_hand_solved():
     assert (X.sum(axis=1) <= 1 + 1e-9).all() and (X.sum(axis=0) <= 1 + 1e-9).all()
 
 
+def test_gavel_lp_makespan_hand_solved():
+    """One GPU of type A: jobs with 100 and 300 iterations left at 1 it/s. Minimising the makespan shares
+    the GPU 1:3 (X = 0.25, 0.75), so both end at 400 s (t = 1/400)."""
+    X, status = solve_max_min(np.array([[1.0], [1.0]]), np.array([1.0, 1.0]), np.array([1.0]), "makespan",
+                              remaining=np.array([100.0, 300.0]))
+    assert status.startswith("Optimal")
+    assert X[:, 0] == pytest.approx([0.25, 0.75], abs=1e-6)
+
+
+def test_gavel_lp_makespan_uses_the_faster_type_hand_solved():
+    """Types A and B, one GPU each. Job 0: 2 it/s on A, 1 on B, 2 iterations left; job 1: 1 it/s on both,
+    1 left. Each job finishes in >= 1 s (job 1: rate <= 1; job 0: rate <= 2), and 1 s is reached only with
+    job 0 all the time on A and job 1 all the time on B: X = [[1, 0], [0, 1]], makespan 1 s."""
+    tput = np.array([[2.0, 1.0], [1.0, 1.0]])
+    X, status = solve_max_min(tput, np.array([1.0, 1.0]), np.array([1.0, 1.0]), "makespan",
+                              remaining=np.array([2.0, 1.0]))
+    assert status.startswith("Optimal")
+    assert X == pytest.approx(np.array([[1.0, 0.0], [0.0, 1.0]]), abs=1e-6)
+    with pytest.raises(ValueError):
+        baselines.make("gavel", objective="jct")
+
+
+def test_gavel_makespan_policy_finishes_a_workload():
+    specs = [helpers.job(i, submit=20.0 * i, R=1 + i % 2, iters=100 + 80 * i) for i in range(5)]
+    sim = Simulator(hetero_cluster(), specs, SimConfig(), 0, models=helpers.models)
+    pol = baselines.make("gavel", objective="makespan")
+    s = run(sim, pol)
+    assert s["finished"] == 5 and pol.solves >= 1 and pol.last_status.startswith("Optimal")
+
+
 def test_gavel_places_on_allocated_type():
     sim = make_sim([helpers.job(0)], cluster=hetero_cluster())
     first_decision(sim)
