@@ -42,7 +42,7 @@ from typing import Iterator
 
 from envs.core.job import Job, Task, TaskState
 
-from .base import (Command, current_iters, job_fits, sim_cache, effective_overload, hot_gpus, Policy, View, ideal_host_order, ideal_task_choice, overloaded_resources, ref_iter_time, remaining_time,
+from .base import (Command, comm_to_servers, current_iters, job_fits, sim_cache, effective_overload, hot_gpus, Policy, View, ideal_host_order, ideal_task_choice, overloaded_resources, ref_iter_time, remaining_time,
                    restrict, server_mask, server_util_matrix, waiting_time)
 
 
@@ -193,9 +193,19 @@ class MLFH(Policy):
             pick = ideal_task_choice(sim, s, pool)
             if pick is None:
                 continue
-            for dest in self._host_order(sim, pick, view, util, moving=True):
+            dests = self._host_order(sim, pick, view, util, moving=True)
+            over_res = overloaded_resources(sim, s)
+            if not over_res[:3].any():
+                # NIC-only overload: the traffic is the jobs' own cross-server traffic, so a move helps
+                # only if the task then exchanges more with its new server than with the tasks it
+                # leaves (the job's cross-server volume falls); any other move spreads the job further
+                # and overloads more NICs (observed: two 16-GPU model-parallel jobs spread over 12 and
+                # 10 servers, every NIC overloaded, nothing placeable for a day).
+                vol = comm_to_servers(sim, pick)
+                dests = [d for d in dests if vol[d] > vol[s]]
+            for dest in dests:
                 yield Command("migrate", pick.tid, dest)
-            if overloaded_resources(sim, s)[:3].any():
+            if over_res[:3].any():
                 # back to the queue only when GPU, CPU or memory is overloaded: leaving frees them.
                 # A NIC overload is caused by the job's own cross-server traffic, which requeueing one
                 # task would not cure (the job would stop and be placed again: a livelock we observed).

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import baselines
-from baselines.base import Command, View, execute, ideal_host_order, job_fits, run, server_mask
+from baselines.base import Command, View, execute, ideal_host_order, job_fits, overloaded_resources, run, server_mask
 from baselines.gavel import solve_max_min
 from baselines.hlas import HLAS, eft_split, single_gpu_toy
 from baselines.mlfs import MLFC, MLFH, loss_ratio
@@ -155,6 +155,35 @@ def test_mlfh_requeues_when_no_destination():
     view = View.full(sim)
     view.servers = np.array([0])  # no other destination in the window
     assert MLFH().decide(sim, view) == Command("requeue", sim.jobs[1].tasks[0].tid)
+
+
+def nic_sim(nics, servers_of_tasks):
+    """A 4-partition chain job (t0-t1-t2-t3, 50 MB per edge and iteration) placed as given on 4-GPU
+    servers with the given NICs (Gbit/s); past the migration cooldown."""
+    cl = ClusterSpec("nic", tuple(ServerSpec(f"s{i}", "V100", 4, 32, 244, nic, 100.0) for i, nic in enumerate(nics)))
+    sim = make_sim([helpers.job(0, P=len(servers_of_tasks))], cluster=cl)
+    first_decision(sim)
+    for t, s in zip(sim.jobs[0].tasks, servers_of_tasks):
+        sim.place(t.tid, s)
+    sim.now = 3600.0
+    return sim
+
+
+def test_mlfh_nic_overload_migrates_only_towards_the_tasks_neighbours():
+    # t1 and t3 on the 10 Mbit/s server 1, t0 and t2 on server 0: server 1's NIC is overloaded by the
+    # job's own traffic. Moving t1 next to t0 and t2 removes two cross-server edges: allowed.
+    sim = nic_sim((100.0, 0.01, 100.0), (0, 1, 0, 1))
+    assert [overloaded_resources(sim, s).tolist() for s in range(3)] == [[False] * 4, [False, False, False, True], [False] * 4]
+    assert MLFH().decide(sim, View.full(sim)) == Command("migrate", sim.jobs[0].tasks[1].tid, 0)
+    # 3-partition chain, t0 on server 0, t1 and t2 on server 1, all NICs 10 Mbit/s: servers 0 and 1 are
+    # NIC-overloaded. Any move of t1 or t2 keeps or adds cross-server edges (to the empty server 2 it
+    # would spread the job over three servers, which the ideal host order alone picks): no migration,
+    # and no requeue (a NIC overload is not cured by stopping one task).
+    sim = nic_sim((0.01, 0.01, 0.01), (0, 1, 1))
+    assert overloaded_resources(sim, 1).tolist() == [False, False, False, True]
+    t1 = sim.jobs[0].tasks[1]
+    assert MLFH()._host_order(sim, t1, View.full(sim), None, moving=True) == [2]
+    assert MLFH().decide(sim, View.full(sim)) is None
 
 
 def test_gandiva_moves_lowest_utilisation_job_to_lowest_load_gpu():
