@@ -183,6 +183,19 @@ class MLFH(Policy):
             tasks = by_server[s]
             if len(c.server_tasks[s]) < 2:
                 continue  # a lone task overloads any server: moving it cannot help
+            over_res = overloaded_resources(sim, s)
+            nic_only = not over_res[:3].any()
+            if nic_only:
+                # NIC-only overload: the traffic is the jobs' own cross-server traffic, so a move helps
+                # only if the task then exchanges more with its new server than with the tasks it
+                # leaves (the job's cross-server volume falls); any other move spreads the job further
+                # and overloads more NICs (observed: two 16-GPU model-parallel jobs spread over 12 and
+                # 10 servers, every NIC overloaded, nothing placeable for a day). No such move for any
+                # task here: nothing to do on this server (and no requeue, below).
+                vols = {t.tid: comm_to_servers(sim, t) for t in tasks}
+                closer = {tid: v > v[s] for tid, v in vols.items()}
+                if not any(m.any() for m in closer.values()):
+                    continue
             prio = self._prio_map(sim, tasks)
             hot = {gi for gi in c.server_gpus(s) if hot_g[gi]}
             if hot:
@@ -193,16 +206,11 @@ class MLFH(Policy):
             pick = ideal_task_choice(sim, s, pool)
             if pick is None:
                 continue
-            dests = self._host_order(sim, pick, view, util, moving=True)
-            over_res = overloaded_resources(sim, s)
-            if not over_res[:3].any():
-                # NIC-only overload: the traffic is the jobs' own cross-server traffic, so a move helps
-                # only if the task then exchanges more with its new server than with the tasks it
-                # leaves (the job's cross-server volume falls); any other move spreads the job further
-                # and overloads more NICs (observed: two 16-GPU model-parallel jobs spread over 12 and
-                # 10 servers, every NIC overloaded, nothing placeable for a day).
-                vol = comm_to_servers(sim, pick)
-                dests = [d for d in dests if vol[d] > vol[s]]
+            if nic_only:
+                ok = closer[pick.tid]
+                dests = [d for d in self._host_order(sim, pick, view, util, moving=True) if ok[d]] if ok.any() else []
+            else:
+                dests = self._host_order(sim, pick, view, util, moving=True)
             for dest in dests:
                 yield Command("migrate", pick.tid, dest)
             if over_res[:3].any():
