@@ -12,7 +12,13 @@ variables X[j,k] >= 0, the fraction of time job j runs on GPU type k;
 with T[j,k] = 1 / (job's iteration time on type k) and T_eq[j] = the job's throughput on an equal
 time-share of every GPU (its throughput averaged over the cluster's GPUs; the common 1/|J| factor
 cancels in the max-min). The objective variant ``objective="throughput"`` maximises
-sum_j sum_k T[j,k] X[j,k] / T_eq[j] instead (normalised total throughput).
+sum_j sum_k T[j,k] X[j,k] / T_eq[j] instead (normalised total throughput). ``objective="makespan"`` is
+Gavel's makespan policy, min_X max_j remaining_iters[j] / sum_k T[j,k] X[j,k], as the LP
+
+    maximise  t                                            (t = 1 / makespan)
+    s.t.      sum_k T[j,k] X[j,k] / remaining_iters[j] >= t   for every job j
+
+with the same two capacity constraints (remaining iterations read when the LP is solved).
 
 Rounding (our simplification; Gavel time-slices 6-minute rounds with preemption, which the env does not
 expose): the LP is re-solved whenever the set of active jobs changes (solve time capped by
@@ -32,14 +38,20 @@ import numpy as np
 
 from envs.core.job import Job
 
-from .base import Command, Policy, View, job_servers, running_time, sim_cache
+from .base import Command, Policy, View, current_iters, job_servers, running_time, sim_cache
 
 
 def solve_max_min(tput: np.ndarray, scale: np.ndarray, counts: np.ndarray, objective: str = "max-min",
-                  time_limit_s: float = 1.0) -> tuple[np.ndarray, str]:
+                  time_limit_s: float = 1.0, remaining: np.ndarray | None = None) -> tuple[np.ndarray, str]:
     """Solve Gavel's LP. ``tput``: (J, K) throughputs; ``scale``: (J,) GPUs per job; ``counts``: (K,)
-    GPUs per type. Returns (X, pulp solution status)."""
+    GPUs per type; ``remaining``: (J,) remaining iterations (``objective="makespan"`` only). Returns
+    (X, pulp solution status)."""
     import pulp
+
+    if objective == "makespan":
+        if remaining is None:
+            raise ValueError("objective 'makespan' needs the jobs' remaining iterations")
+        remaining = np.maximum(np.asarray(remaining, dtype=float), 1.0)  # at least one iteration left
 
     J, K = tput.shape
     eq = (tput * counts[None, :]).sum(axis=1) / counts.sum()
@@ -53,6 +65,11 @@ def solve_max_min(tput: np.ndarray, scale: np.ndarray, counts: np.ndarray, objec
             prob += norm[j] >= t
     elif objective == "throughput":
         prob += pulp.lpSum(norm.values())
+    elif objective == "makespan":
+        t = prob.add_variable("t", lowBound=0)
+        prob += t
+        for j in range(J):
+            prob += pulp.lpSum(float(tput[j, k] / remaining[j]) * x[j, k] for k in range(K)) >= t
     else:
         raise ValueError(f"unknown Gavel objective {objective!r}")
     for j in range(J):
@@ -69,12 +86,14 @@ def solve_max_min(tput: np.ndarray, scale: np.ndarray, counts: np.ndarray, objec
 class Gavel(Policy):
     name = "gavel"
     source = "Gavel (Narayanan et al., OSDI'20) heterogeneity-aware max-min fairness LP"
-    objective: str = "max-min"  # or "throughput"
+    objective: str = "max-min"  # or "throughput", "makespan"
     time_limit_s: float = 1.0
     max_jobs: int = 200
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.objective not in ("max-min", "throughput", "makespan"):
+            raise ValueError(f"unknown Gavel objective {self.objective!r}")
         self._key = None
         self._alloc: dict[int, np.ndarray] = {}
         self.solves = 0
@@ -100,9 +119,11 @@ class Gavel(Policy):
             return self._alloc
         tput = np.array([[1.0 / j.model.iter_time(t) for t in types] for j in jobs])
         scale = np.array([j.spec.n_gpus for j in jobs], dtype=float)
+        remaining = (np.array([max(0.0, j.target_iters - current_iters(sim, j)) for j in jobs])
+                     if self.objective == "makespan" else None)
         t0 = time.perf_counter()
         try:
-            X, status = solve_max_min(tput, scale, counts, self.objective, self.time_limit_s)
+            X, status = solve_max_min(tput, scale, counts, self.objective, self.time_limit_s, remaining)
         except Exception as exc:  # solver failure: fall back to the fastest type
             X, status = np.zeros_like(tput), f"error: {exc}"
         self.solve_seconds += time.perf_counter() - t0

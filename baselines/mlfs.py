@@ -42,7 +42,7 @@ from typing import Iterator
 
 from envs.core.job import Job, Task, TaskState
 
-from .base import (Command, current_iters, job_fits, sim_cache, effective_overload, hot_gpus, Policy, View, ideal_host_order, ideal_task_choice, overloaded_resources, ref_iter_time, remaining_time,
+from .base import (Command, comm_to_servers, current_iters, job_fits, sim_cache, effective_overload, hot_gpus, Policy, View, ideal_host_order, ideal_task_choice, overloaded_resources, ref_iter_time, remaining_time,
                    restrict, server_mask, server_util_matrix, waiting_time)
 
 
@@ -183,6 +183,19 @@ class MLFH(Policy):
             tasks = by_server[s]
             if len(c.server_tasks[s]) < 2:
                 continue  # a lone task overloads any server: moving it cannot help
+            over_res = overloaded_resources(sim, s)
+            nic_only = not over_res[:3].any()
+            if nic_only:
+                # NIC-only overload: the traffic is the jobs' own cross-server traffic, so a move helps
+                # only if the task then exchanges more with its new server than with the tasks it
+                # leaves (the job's cross-server volume falls); any other move spreads the job further
+                # and overloads more NICs (observed: two 16-GPU model-parallel jobs spread over 12 and
+                # 10 servers, every NIC overloaded, nothing placeable for a day). No such move for any
+                # task here: nothing to do on this server (and no requeue, below).
+                vols = {t.tid: comm_to_servers(sim, t) for t in tasks}
+                closer = {tid: v > v[s] for tid, v in vols.items()}
+                if not any(m.any() for m in closer.values()):
+                    continue
             prio = self._prio_map(sim, tasks)
             hot = {gi for gi in c.server_gpus(s) if hot_g[gi]}
             if hot:
@@ -193,9 +206,14 @@ class MLFH(Policy):
             pick = ideal_task_choice(sim, s, pool)
             if pick is None:
                 continue
-            for dest in self._host_order(sim, pick, view, util, moving=True):
+            if nic_only:
+                ok = closer[pick.tid]
+                dests = [d for d in self._host_order(sim, pick, view, util, moving=True) if ok[d]] if ok.any() else []
+            else:
+                dests = self._host_order(sim, pick, view, util, moving=True)
+            for dest in dests:
                 yield Command("migrate", pick.tid, dest)
-            if overloaded_resources(sim, s)[:3].any():
+            if over_res[:3].any():
                 # back to the queue only when GPU, CPU or memory is overloaded: leaving frees them.
                 # A NIC overload is caused by the job's own cross-server traffic, which requeueing one
                 # task would not cure (the job would stop and be placed again: a livelock we observed).

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import baselines
-from baselines.base import Command, View, execute, ideal_host_order, job_fits, run, server_mask
+from baselines.base import Command, View, execute, ideal_host_order, job_fits, overloaded_resources, run, server_mask
 from baselines.gavel import solve_max_min
 from baselines.hlas import HLAS, eft_split, single_gpu_toy
 from baselines.mlfs import MLFC, MLFH, loss_ratio
@@ -155,6 +155,35 @@ def test_mlfh_requeues_when_no_destination():
     view = View.full(sim)
     view.servers = np.array([0])  # no other destination in the window
     assert MLFH().decide(sim, view) == Command("requeue", sim.jobs[1].tasks[0].tid)
+
+
+def nic_sim(nics, servers_of_tasks):
+    """A 4-partition chain job (t0-t1-t2-t3, 50 MB per edge and iteration) placed as given on 4-GPU
+    servers with the given NICs (Gbit/s); past the migration cooldown."""
+    cl = ClusterSpec("nic", tuple(ServerSpec(f"s{i}", "V100", 4, 32, 244, nic, 100.0) for i, nic in enumerate(nics)))
+    sim = make_sim([helpers.job(0, P=len(servers_of_tasks))], cluster=cl)
+    first_decision(sim)
+    for t, s in zip(sim.jobs[0].tasks, servers_of_tasks):
+        sim.place(t.tid, s)
+    sim.now = 3600.0
+    return sim
+
+
+def test_mlfh_nic_overload_migrates_only_towards_the_tasks_neighbours():
+    # t1 and t3 on the 10 Mbit/s server 1, t0 and t2 on server 0: server 1's NIC is overloaded by the
+    # job's own traffic. Moving t1 next to t0 and t2 removes two cross-server edges: allowed.
+    sim = nic_sim((100.0, 0.01, 100.0), (0, 1, 0, 1))
+    assert [overloaded_resources(sim, s).tolist() for s in range(3)] == [[False] * 4, [False, False, False, True], [False] * 4]
+    assert MLFH().decide(sim, View.full(sim)) == Command("migrate", sim.jobs[0].tasks[1].tid, 0)
+    # 3-partition chain, t0 on server 0, t1 and t2 on server 1, all NICs 10 Mbit/s: servers 0 and 1 are
+    # NIC-overloaded. Any move of t1 or t2 keeps or adds cross-server edges (to the empty server 2 it
+    # would spread the job over three servers, which the ideal host order alone picks): no migration,
+    # and no requeue (a NIC overload is not cured by stopping one task).
+    sim = nic_sim((0.01, 0.01, 0.01), (0, 1, 1))
+    assert overloaded_resources(sim, 1).tolist() == [False, False, False, True]
+    t1 = sim.jobs[0].tasks[1]
+    assert MLFH()._host_order(sim, t1, View.full(sim), None, moving=True) == [2]
+    assert MLFH().decide(sim, View.full(sim)) is None
 
 
 def test_gandiva_moves_lowest_utilisation_job_to_lowest_load_gpu():
@@ -323,6 +352,36 @@ def test_gavel_lp_max_min_hand_solved():
     norm = (X * np.array([[2.0, 1.0], [1.0, 1.0]])).sum(axis=1) / np.array([1.5, 1.0])
     assert norm.min() == pytest.approx(1.0, abs=1e-6)
     assert (X.sum(axis=1) <= 1 + 1e-9).all() and (X.sum(axis=0) <= 1 + 1e-9).all()
+
+
+def test_gavel_lp_makespan_hand_solved():
+    """One GPU of type A: jobs with 100 and 300 iterations left at 1 it/s. Minimising the makespan shares
+    the GPU 1:3 (X = 0.25, 0.75), so both end at 400 s (t = 1/400)."""
+    X, status = solve_max_min(np.array([[1.0], [1.0]]), np.array([1.0, 1.0]), np.array([1.0]), "makespan",
+                              remaining=np.array([100.0, 300.0]))
+    assert status.startswith("Optimal")
+    assert X[:, 0] == pytest.approx([0.25, 0.75], abs=1e-6)
+
+
+def test_gavel_lp_makespan_uses_the_faster_type_hand_solved():
+    """Types A and B, one GPU each. Job 0: 2 it/s on A, 1 on B, 2 iterations left; job 1: 1 it/s on both,
+    1 left. Each job finishes in >= 1 s (job 1: rate <= 1; job 0: rate <= 2), and 1 s is reached only with
+    job 0 all the time on A and job 1 all the time on B: X = [[1, 0], [0, 1]], makespan 1 s."""
+    tput = np.array([[2.0, 1.0], [1.0, 1.0]])
+    X, status = solve_max_min(tput, np.array([1.0, 1.0]), np.array([1.0, 1.0]), "makespan",
+                              remaining=np.array([2.0, 1.0]))
+    assert status.startswith("Optimal")
+    assert X == pytest.approx(np.array([[1.0, 0.0], [0.0, 1.0]]), abs=1e-6)
+    with pytest.raises(ValueError):
+        baselines.make("gavel", objective="jct")
+
+
+def test_gavel_makespan_policy_finishes_a_workload():
+    specs = [helpers.job(i, submit=20.0 * i, R=1 + i % 2, iters=100 + 80 * i) for i in range(5)]
+    sim = Simulator(hetero_cluster(), specs, SimConfig(), 0, models=helpers.models)
+    pol = baselines.make("gavel", objective="makespan")
+    s = run(sim, pol)
+    assert s["finished"] == 5 and pol.solves >= 1 and pol.last_status.startswith("Optimal")
 
 
 def test_gavel_places_on_allocated_type():

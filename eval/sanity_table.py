@@ -1,0 +1,95 @@
+"""The baselines' sanity directions (tests/test_baselines_env.py) as Markdown tables, per seed, so the numbers
+in docs/baselines.md can be reproduced with one command.
+
+    .venv/bin/python eval/sanity_table.py [--seeds 0 1 2]
+
+Each cell is one env-level episode (``HeuristicAgent``, masked actions, rule "raise") with the same settings
+as the tests; values are listed seed by seed ("a / b / c") with their mean last. Three settings:
+
+1. ``clustergym/MLFS80-Philly-v0``, 30-job training windows: mlf-h (with and without migration), fifo, fair,
+   edf, hypersched: mean JCT, deadline ratio, overload occurrences, migrations.
+2. the same scenario, 90-job held-out (``split="test"``) windows: edf, hypersched, fifo: deadline ratio.
+3. ``clustergym/Hetero-v0``, 40-job windows: hlas, tiresias: mean JCT.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import gymnasium as gym
+import numpy as np
+
+import baselines
+import envs  # noqa: F401  (registers the ids)
+
+MLFS = "clustergym/MLFS80-Philly-v0"
+HETERO = "clustergym/Hetero-v0"
+
+
+def episode(env_id: str, name: str, seed: int, params: dict | None = None, max_steps: int = 50_000, **kw) -> dict:
+    env = gym.make(env_id, invalid_action="raise", max_steps=max_steps, **kw)
+    agent = baselines.make(name, env, **(params or {}))
+    obs, info = env.reset(seed=seed)
+    done = False
+    while not done:
+        a, _ = agent.predict(obs, action_masks=env.unwrapped.action_masks())
+        obs, _, term, trunc, info = env.step(a)
+        done = term or trunc
+    return dict(info["summary"], truncated=bool(trunc))
+
+
+def _fmt(v: float, kind: str) -> str:
+    if kind == "ratio":
+        return f"{v:.3f}"
+    if kind == "int":
+        return f"{v:.0f}"
+    return f"{v:,.0f}"
+
+
+def cell(values: list[float], kind: str) -> str:
+    """Seed by seed, then the mean (counts: the sum)."""
+    per_seed = " / ".join(_fmt(v, kind) for v in values)
+    if kind == "int":
+        return f"{per_seed} (sum {_fmt(float(np.sum(values)), kind)})"
+    return f"{per_seed} (mean {_fmt(float(np.mean(values)), kind)})"
+
+
+def table(rows: list[tuple[str, str, dict]], env_id: str, seeds, cols: list[tuple[str, str, str]], **kw) -> str:
+    head = "| policy | " + " | ".join(c[1] for c in cols) + " |"
+    out = [head, "|" + "---|" * (len(cols) + 1)]
+    for label, name, params in rows:
+        runs = [episode(env_id, name, s, params, **kw) for s in seeds]
+        trunc = sum(r["truncated"] for r in runs)
+        unfinished = sum(r["unfinished"] for r in runs)
+        note = (f" (truncated {trunc})" if trunc else "") + (f" (unfinished jobs {unfinished})" if unfinished else "")
+        out.append(f"| {label}{note} | " + " | ".join(cell([r[k] for r in runs], kind) for k, _, kind in cols) + " |")
+        print(f"  done {label}", flush=True, file=sys.stderr)
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    a = ap.parse_args()
+    t0 = time.perf_counter()
+    seeds = tuple(a.seeds)
+    print(f"### {MLFS}, 30-job training windows, seeds {', '.join(map(str, seeds))}\n")
+    print(table([("mlf-h", "mlf-h", {}), ("mlf-h, migrate=False", "mlf-h", {"migrate": False}),
+                 ("fifo", "fifo", {}), ("fair", "fair", {}), ("edf", "edf", {}), ("hypersched", "hypersched", {})],
+                MLFS, seeds, [("mean_jct", "mean JCT (s)", "float"), ("deadline_ratio", "deadline ratio", "ratio"),
+                              ("overload_occurrences", "overload occurrences", "int"),
+                              ("migrations", "migrations", "int")], window_jobs=30))
+    print(f"\n### {MLFS}, 90-job held-out windows (split=test), seeds {', '.join(map(str, seeds))}\n")
+    print(table([("edf", "edf", {}), ("hypersched", "hypersched", {}), ("fifo", "fifo", {})], MLFS, seeds,
+                [("deadline_ratio", "deadline ratio", "ratio"), ("mean_jct", "mean JCT (s)", "float")],
+                window_jobs=90, split="test"))
+    print(f"\n### {HETERO}, 40-job windows, seeds {', '.join(map(str, seeds))}\n")
+    print(table([("hlas", "hlas", {}), ("tiresias", "tiresias", {})], HETERO, seeds,
+                [("mean_jct", "mean JCT (s)", "float"), ("deadline_ratio", "deadline ratio", "ratio")],
+                window_jobs=40))
+    print(f"\n(wall time {time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
