@@ -42,7 +42,8 @@ class EnvConfig:
       ``split``: ``"train"`` or ``"test"``; the trace is cut by :func:`envs.core.traces.split_trace` at
       ``train_fraction`` of its jobs (MLFS trained MLF-RL on the first 50 %), so train and test windows are disjoint.
       ``max_job_gpus``: trace jobs asking for more GPUs are dropped before windowing (None = the cluster's
-      GPU count: larger jobs could never run).
+      GPU count: larger jobs could never run). Mapped jobs whose tasks together need more CPU, memory or
+      GPU memory than the whole cluster are left out too; their ids are in ``info["episode"]["dropped_jobs"]``.
       ``mapping``: :class:`MappingConfig` fields; ``mapping_seed``: None = drawn from ``self.np_random`` per
       episode, an int = the same job mapping every episode.
     Simulator

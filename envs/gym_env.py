@@ -96,7 +96,8 @@ class ClusterEnv(gym.Env):
     the terminal observation again with reward 0.
 
     **Info** on reset and every step: ``action_mask`` (bool), ``objectives``, ``sim_time``, ``steps``,
-    ``round_actions``; on reset also ``episode`` (window start, seeds). **Seeding**: only ``reset(seed=...)``;
+    ``round_actions``; on reset also ``episode`` (window start, seeds, ``dropped_jobs``: ids of mapped jobs
+    left out because their tasks together exceed the cluster). **Seeding**: only ``reset(seed=...)``;
     the window, mapping seed and simulator seed are drawn from ``self.np_random``.
     """
 

@@ -110,4 +110,15 @@ def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
             except AttributeError:
                 pass
         info["window_start"] = start
-    return to_job_specs(df, map_seed, mcfg, cluster), info
+    specs = to_job_specs(df, map_seed, mcfg, cluster)
+    # a mapped job whose tasks together exceed the cluster (e.g. 16 CPU-heavy replicas on 128 cores) could
+    # never start and would hold the episode open to its horizon: leave it out, and say so in the info
+    from .core.catalogue_data import get_model
+    from .core.dag import build_tasks
+    from .core.engine import gang_shortfall
+
+    kept, dropped = [], []
+    for sp in specs:
+        (kept if gang_shortfall(build_tasks(sp, get_model(sp.model)), cluster) is None else dropped).append(sp)
+    info["dropped_jobs"] = [sp.job_id for sp in dropped]
+    return kept, info

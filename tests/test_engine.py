@@ -278,3 +278,24 @@ def test_horizon_reports_unfinished_jobs():
     s = sim.run(first_fit)
     assert s["unfinished"] == 1 and s["finished"] == 0
     assert math.isclose(sim.jobs[0].iters, 100.0)
+
+
+def test_job_whose_tasks_together_exceed_the_cluster_is_rejected():
+    # 2 servers x 32 cores; toy tasks take 2 cores each, so 40 replicas (80 cores) fit no placement, while
+    # each task alone fits any server
+    with pytest.raises(ValueError, match=r"job 0 \(toy\): its 40 tasks need 80.0 CPU cores at once; cluster 'test' has 64.0"):
+        sim_of([job(R=40)])
+    sim_of([job(R=16)])  # 32 cores: fits
+
+
+def test_env_leaves_out_jobs_that_can_never_start_and_says_so():
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+
+    # Hetero-v0 seed 0 (generator, 40 jobs) maps one job to 16 CPU-heavy replicas: 130 cores on a 128-core cluster
+    env = gym.make("clustergym/Hetero-v0", window_jobs=40)
+    _, info = env.reset(seed=0)
+    dropped = info["episode"]["dropped_jobs"]
+    assert dropped and not set(dropped) & {j.jid for j in env.unwrapped.sim.jobs}
+    assert info["episode"]["n_jobs"] == len(env.unwrapped.sim.jobs)

@@ -90,6 +90,21 @@ class Controller(Protocol):
     def on_tick(self, sim: "Simulator") -> None: ...
 
 
+def gang_shortfall(tasks: list, cluster: ClusterSpec) -> str | None:
+    """Why a job with these task templates can never run on ``cluster``, or None. A job runs only with
+    every task holding its slot at once, so its summed CPU cores, host memory and GPU memory must fit the
+    cluster's totals (the GPU count is not checked: tasks may share GPUs)."""
+    workers = [t for t in tasks if t.kind != "ps"]
+    need = (("CPU cores", sum(t.cpu_cores for t in tasks), sum(s.cpu_cores for s in cluster.servers)),
+            ("GB host memory", sum(t.memory_gb for t in tasks), sum(s.memory_gb for s in cluster.servers)),
+            ("GB GPU memory", sum(t.gpu_memory_gb for t in workers),
+             sum(s.n_gpus * s.gpu_memory_gb for s in cluster.servers)))
+    for what, want, have in need:
+        if want > have + 1e-9:
+            return f"its {len(tasks)} tasks need {want:.1f} {what} at once; cluster {cluster.name!r} has {have:.1f}"
+    return None
+
+
 class Simulator:
     """Event-driven GPU-cluster simulator. See the module docstring for the model."""
 
@@ -811,8 +826,12 @@ class Simulator:
             self._request_tick(max(self.now + tick, self._overload_offered_at + self.config.overload_recheck_s))
 
     def _check_fits_somewhere(self, job: Job) -> None:
-        """Refuse a job with a task no server could ever host (it would wait forever)."""
+        """Refuse a job with a task no server could ever host, or whose tasks together exceed the cluster
+        (it would wait forever)."""
         c = self.cluster
+        short = gang_shortfall([t.t for t in job.tasks], c.spec)
+        if short:
+            raise ValueError(f"job {job.jid} ({job.model.name}): {short}")
         cache = self._fit_cache
         if cache is None:  # largest capacity of each kind, and the servers' (cpu, mem, gpu mem) triples
             self._fit_cache = cache = {"triples": sorted({(float(c.cpu_cap[i]), float(c.mem_cap[i]),
