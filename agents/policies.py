@@ -13,11 +13,14 @@ with plain ``stable_baselines3.PPO``:
     (:class:`PairwiseEncoder`): per-row task MLP, per-column server MLP (server features + summary statistics
     of the per-GPU loads, so the GPU count G does not matter), a global MLP, masked mean pooling over present
     rows/columns (deep sets), one round of context mixing (each task sees the pooled servers and vice versa),
-    then
+    then, with x(row, col) the weight-free pair features of :func:`pair_features` (MLF-H's ideal-host distance
+    and headroom restated from the observation) and the row features of :func:`row_features` appended to the
+    task rows before the task MLP,
 
-    - logit(row, col) = w . tanh(A h_row + B h_col + c)   (additive pair scorer, col < K)
-    - logit(row, K)   = MLP(h_row)                         ("back to the queue")
-    - logit(end)      = MLP([pool_tasks, pool_servers, g])  (learned end-round logit)
+    - pair(row, col)  = relu(M tanh(A h_row + B h_col + X x(row, col) + c))   (pair embedding, col < K)
+    - logit(row, col) = w . pair(row, col) + row(h_row)     (row(.) = MLP: the task's priority)
+    - logit(row, K)   = MLP(h_row) + row(h_row)             ("back to the queue")
+    - logit(end)      = MLP([pool_tasks, pool_servers, g, max over valid pairs of pair(row, col)])
     - value           = MLP([pool_tasks, pool_servers, g])
 
     Invalid actions (``obs["action_mask"] == 0``) get logit -1e8 inside the network, so even plain PPO with

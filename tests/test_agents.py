@@ -18,7 +18,7 @@ from agents.policies import MASKED_LOGIT, masked_logits, policy_spec
 ROOT = Path(__file__).resolve().parent.parent
 ENV_ID = "clustergym/GPUCluster-v0"
 # test_bc_reproduces_mlfh_on_heldout_states, measured on the 2-core development machine (deterministic)
-MEASURED = {"agreement": 0.0, "row_agreement": 0.0}
+MEASURED = {"agreement": 0.879, "row_agreement": 0.931}
 
 
 def _model(env, policy="pairwise", algo="maskable", seed=0):
@@ -64,7 +64,9 @@ def test_pairwise_weights_transfer_to_other_sizes():
 def test_bc_reproduces_mlfh_on_heldout_states():
     """BC on 12 MLF-H training windows plus one DAgger round (the cloned policy's own rollouts on 4 more windows,
     labelled by MLF-H); agreement measured on MLF-H's rollouts on 4 other windows (states BC never saw).
-    Measured on this machine: see MEASURED; the thresholds leave a margin of about 0.05 below it."""
+    Measured on this machine (MEASURED): 1,531 expert states, 310 DAgger states, 305 held-out states; agreement
+    0.213 untrained, 0.879 after BC (unchanged by the DAgger round), same task row 0.931; the rest is 0.069 task
+    row and 0.052 destination, no end-round disagreement. The thresholds sit 0.05 below."""
     cfg = {"split": "train"}
     data = collect("mlf-h", ENV_ID, cfg, range(100, 112))
     hold = collect("mlf-h", ENV_ID, cfg, range(900, 904))  # other windows: states BC never saw

@@ -73,6 +73,12 @@ def test_resume_continues_steps_and_logs(tmp_path, capsys):
     after = _scalars(out / "tb" / "ppo_1")
     assert max(s for s, _ in after["train/value_loss"]) > max(s for s, _ in before["train/value_loss"])
     assert max(s for s, _ in after["train/value_loss"]) >= 384
+    with pytest.raises(SystemExit):  # fewer steps than saved: refused
+        ppo.main(["--resume", str(out), "--timesteps", "256"])
+    more = ppo.main(["--resume", str(out), "--timesteps", "640", "--no-progress"])  # extends the finished run
+    assert not more["interrupted"] and more["num_timesteps"] == 640
+    assert yaml.safe_load((out / "config.yaml").read_text())["timesteps"] == 640
+    assert max(s for s, _ in _scalars(out / "tb" / "ppo_1")["eval/mean_jct_censored"]) == 640
 
 
 def test_config_rejects_unknown_keys(tmp_path):

@@ -558,7 +558,8 @@ def make_parser() -> argparse.ArgumentParser:
                                                           "floats (default: the env's 0.5,0.55,0.25,0.15,0.15)")
     p.add_argument("--out", default=None, help="run folder (default runs/<scenario>-<timestamp>)")
     p.add_argument("--resume", default=None, metavar="RUN_DIR",
-                   help="continue the run in RUN_DIR from its last checkpoint (same config; flags given must match)")
+                   help="continue the run in RUN_DIR from its last checkpoint (same config; flags given must match, "
+                        "except a larger --timesteps, which extends a run, finished or not)")
     p.add_argument("--device", default=None, help="torch device (default cpu)")
     p.add_argument("--policy", choices=["mlp", "pairwise"], default=None, help="network (default pairwise)")
     p.add_argument("--algo", choices=["maskable", "ppo"], default=None, help="MaskablePPO or plain PPO "
@@ -595,11 +596,18 @@ def main(argv: Sequence[str] | None = None) -> dict:
                 cmp = {k: v for k, v in given.items() if k not in _RESUME_FREE}
             if "reward_weights" in cmp:
                 cmp["reward_weights"] = parse_weights(cmp["reward_weights"])
+            extend = int(cmp.pop("timesteps", saved["timesteps"]))  # a larger --timesteps extends the run
+            if extend < int(saved["timesteps"]):
+                raise ConfigError(f"--resume refuses: --timesteps {extend} is below the saved {saved['timesteps']}")
             diff = {k: (saved.get(k), v) for k, v in cmp.items() if k not in _RESUME_FREE and saved.get(k) != v}
             if diff:
                 raise ConfigError("--resume refuses: flags differ from the saved config: "
                                   + ", ".join(f"{k}: saved {a!r}, given {b!r}" for k, (a, b) in diff.items()))
             saved.update({k: v for k, v in flags.items() if k in _RESUME_FREE})
+            if extend > int(saved["timesteps"]):
+                print(f"Extending {run_dir} from {saved['timesteps']:,} to {extend:,} PPO steps", flush=True)
+                saved["timesteps"] = extend
+                (run_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
             saved["out"] = str(run_dir)
             cfg = build_config(saved)
             return train(cfg, resume=True)
