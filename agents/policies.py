@@ -82,7 +82,7 @@ def gpu_stats(gpu_loads: th.Tensor) -> th.Tensor:
 S_UTIL = slice(1, 5)      # util_gpu, util_cpu, util_mem, util_net
 S_FREE_GMEM, S_FREE_CPU, S_FREE_MEM, S_OVER = 5, 6, 7, 10
 T_IS_PS, T_GMEM, T_GUTIL, T_CPU, T_MEM = 5, 6, 7, 8, 9
-T_WAIT, T_SHARE, T_URGENCY, T_JOB_INDEX, T_SLACK, T_PLACED = 2, 10, 29, 36, 38, 42
+T_WAIT, T_SHARE = 2, 10
 H_R = 0.9                 # the simulator's default overload threshold h_r (MLFS §4.1)
 N_PAIR_FEATS = 12
 N_ROW_FEATS = 7
@@ -93,25 +93,43 @@ def _unsq(x: th.Tensor) -> th.Tensor:
     return (x / (1.0 - x.abs()).clamp_min(1e-3)).clamp(-1e3, 1e3)
 
 
-def row_features(tasks: th.Tensor) -> th.Tensor:
+def job_columns(task_dim: int, loss_history: int = 5) -> dict[str, int]:
+    """Indices of the job-level task columns the row features read (``urgency``, ``job_index``,
+    ``deadline_slack``, ``placed_share``). They sit after the model one-hot, whose width is inferred from
+    ``task_dim`` and ``loss_history`` (EnvConfig default 5); the layout is :func:`envs.observation.task_columns`."""
+    from envs.observation import JOB_DYNAMIC_HEAD, JOB_STATIC_TAIL, TASK_DYNAMIC, TASK_STATIC
+
+    n_models = task_dim - len(TASK_DYNAMIC) - len(TASK_STATIC) - len(JOB_STATIC_TAIL) - len(JOB_DYNAMIC_HEAD) \
+        - int(loss_history)
+    if n_models < 0:
+        raise ValueError(f"task width {task_dim} is too small for the observation layout (loss_history "
+                         f"{loss_history})")
+    o_js = len(TASK_DYNAMIC) + len(TASK_STATIC) + n_models
+    o_jd = o_js + len(JOB_STATIC_TAIL)
+    return {"urgency": o_js + JOB_STATIC_TAIL.index("urgency"), "job_index": o_js + JOB_STATIC_TAIL.index("job_index"),
+            "slack": o_jd + JOB_DYNAMIC_HEAD.index("deadline_slack"),
+            "placed": o_jd + JOB_DYNAMIC_HEAD.index("placed_share")}
+
+
+def row_features(tasks: th.Tensor, cols: dict[str, int]) -> th.Tensor:
     """Weight-free per-row features (B, W, 7) for the row score, restating the inputs of MLF-H's priority
     (MLFS Eqs. 2-6) that the squashed observation hides from a small MLP: 1/deadline slack in hours (clamped
     at one minute, sign kept), waiting hours, urgency x partition share; and the relative ones behind its
     ordering (parameter servers first, then partly placed jobs, ties by arrival): "is a PS", "is the earliest
     PS row", "job partly placed", job index minus the earliest row's. Reductions are masked min over present
-    rows, so the features are permutation-equivariant and independent of W."""
+    rows, so the features are permutation-equivariant and independent of W. ``cols``: :func:`job_columns`."""
     present = tasks[..., 0] > 0.5
-    slack = _unsq(tasks[..., T_SLACK])
+    slack = _unsq(tasks[..., cols["slack"]])
     inv_slack = th.sign(slack) / slack.abs().clamp_min(1.0 / 60.0)
     wait = _unsq(tasks[..., T_WAIT])
-    lshare = tasks[..., T_URGENCY] * 10.0 * tasks[..., T_SHARE]
+    lshare = tasks[..., cols["urgency"]] * 10.0 * tasks[..., T_SHARE]
     is_ps = (tasks[..., 5] > 0.5) & present
-    jidx = tasks[..., T_JOB_INDEX]
+    jidx = tasks[..., cols["job_index"]]
     big = th.full_like(jidx, 1e4)
     ps_first = th.where(is_ps, jidx, big).amin(-1, keepdim=True)
     earliest_ps = (is_ps & (jidx <= ps_first + 1e-7)).float()
     rel = jidx - th.where(present, jidx, big).amin(-1, keepdim=True).clamp(max=1.0)
-    partly = ((tasks[..., T_PLACED] > 0) & (tasks[..., 1] < 0.5) & present).float()  # waiting task, gang begun
+    partly = ((tasks[..., cols["placed"]] > 0) & (tasks[..., 1] < 0.5) & present).float()  # waiting task, gang begun
     f = th.stack((inv_slack.clamp(-60.0, 60.0) / 10.0, wait.clamp(max=100.0) / 10.0, lshare, is_ps.float(),
                   earliest_ps, partly, rel * 10.0), -1)
     return f * present.unsqueeze(-1).float()
@@ -182,6 +200,7 @@ class PairwiseEncoder(nn.Module):
     def __init__(self, task_dim: int, server_dim: int, global_dim: int, d: int = 64):
         super().__init__()
         self.d = d
+        self.cols = job_columns(task_dim)
         self.task_in = _mlp(task_dim + N_ROW_FEATS, d, d)
         self.server_in = _mlp(server_dim + N_GPU_STATS, d, d)
         self.glob_in = _mlp(global_dim, d, d)
@@ -203,7 +222,7 @@ class PairwiseEncoder(nn.Module):
         K = servers.shape[1]
         tp = (tasks[..., 0] > 0.5).float()  # column 0 is "present" in both tables
         sp = (servers[..., 0] > 0.5).float()
-        ht = self.task_in(th.cat((tasks, row_features(tasks)), -1))
+        ht = self.task_in(th.cat((tasks, row_features(tasks, self.cols)), -1))
         hs = self.server_in(th.cat((servers, gpu_stats(obs["gpu_loads"])), -1))
         g = self.glob_in(glob)
         pt, ps = _masked_mean(ht, tp), _masked_mean(hs, sp)

@@ -146,3 +146,15 @@ print(json.dumps(acts))
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == mine
+
+
+def test_row_feature_columns_match_the_observation_layout():
+    from envs.core.catalogue_data import model_names
+    from envs.observation import task_columns
+    from agents.policies import job_columns
+
+    for h in (5, 3):
+        names = task_columns(model_names(), h)
+        cols = job_columns(len(names), loss_history=h)
+        assert [names[cols[k]] for k in ("urgency", "job_index", "slack", "placed")] == [
+            "urgency", "job_index", "deadline_slack", "placed_share"]
