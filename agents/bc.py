@@ -5,7 +5,9 @@ step of the expert's episodes. ``behaviour_clone(policy, data, steps)`` minimise
 (logits of invalid actions at -inf) of the expert's actions, plus ``value_coef`` x Huber loss of the value head
 against the expert's discounted returns (so PPO starts with a critic that matches the cloned actor).
 ``agreement(policy, data)`` is the fraction of states where the policy's greedy masked action equals the
-expert's.
+expert's. ``collect_dagger(policy, expert, ...)`` (DAgger, Ross et al. 2011) rolls out the *learner* greedily and
+labels every state it visits with the expert's action, so BC also sees the states its own mistakes lead to;
+``merge`` concatenates datasets.
 """
 from __future__ import annotations
 
@@ -54,6 +56,88 @@ def collect(expert: str, env_id: str, config: dict | None, seeds: Iterable[int],
             "episodes": episodes}
 
 
+def _command_of(env, action: int):
+    """The baselines.Command an env action stands for (None for "end round")."""
+    from baselines.base import Command
+
+    u = env.unwrapped
+    rc = u.decode(action)
+    if rc is None:
+        return None
+    row, col = rc
+    task, kind = u.candidates[row], u.candidate_kind[row]
+    if kind == "preempt":
+        return Command("preempt", task.tid, None, task.job.jid)
+    if col == u.K:
+        return Command("requeue", task.tid)
+    return Command("place" if kind == "place" else "migrate", task.tid, int(u.destinations[col]))
+
+
+def _sync_expert(agent, env, expert_action: int, taken: int) -> None:
+    """The heuristic recorded its own choice as done in this round (``observe``); when the learner took another
+    action, undo that and record the learner's instead, so the expert labels later states of the round right."""
+    if taken == expert_action:
+        return
+    pol = agent.policy
+    mine = _command_of(env, expert_action)
+    if mine is not None:
+        pol._touched.discard(mine.tid)
+    cmd = _command_of(env, taken)
+    if cmd is not None:
+        pol.observe(env.unwrapped.sim, cmd)
+
+
+def collect_dagger(policy, expert: str, env_id: str, config: dict | None, seeds: Iterable[int],
+                   gamma: float = 0.99, max_steps: int | None = 2000) -> dict[str, Any]:
+    """Roll out ``policy`` (an SB3 policy, greedy masked actions) and label each visited state with ``expert``'s
+    action (DAgger). Same format as :func:`collect`; ``returns`` are the learner's discounted returns."""
+    import baselines
+
+    env = make_env(env_id, config)
+    u = env.unwrapped
+    agent = baselines.make(expert, env=env)
+    policy.set_training_mode(False)
+    obs_buf: dict[str, list] = {}
+    masks, actions, returns, episodes = [], [], [], 0
+    for seed in seeds:
+        obs, info = env.reset(seed=int(seed))
+        rewards = []
+        done, steps = bool(info.get("summary")), 0
+        while not done and (max_steps is None or steps < max_steps):
+            m = u.action_masks()
+            a_exp = int(agent.predict(obs, action_masks=m)[0])
+            with th.no_grad():
+                o = {k: th.as_tensor(v[None], dtype=th.float32, device=policy.device) for k, v in obs.items()}
+                a = int(masked_logits(policy, o, th.as_tensor(m[None], device=policy.device)).argmax(-1)[0])
+            _sync_expert(agent, env, a_exp, a)
+            for k, v in obs.items():
+                obs_buf.setdefault(k, []).append(v)
+            masks.append(m)
+            actions.append(a_exp)
+            obs, r, term, trunc, info = env.step(a)
+            rewards.append(float(r))
+            done = term or trunc
+            steps += 1
+        g, ret = 0.0, []
+        for r in reversed(rewards):
+            g = r + gamma * g
+            ret.append(g)
+        returns.extend(reversed(ret))
+        episodes += 1
+    env.close()
+    return {"obs": {k: np.stack(v) for k, v in obs_buf.items()}, "masks": np.stack(masks).astype(bool),
+            "actions": np.asarray(actions, np.int64), "returns": np.asarray(returns, np.float32),
+            "episodes": episodes}
+
+
+def merge(*datasets: dict) -> dict[str, Any]:
+    """Concatenate datasets of :func:`collect` / :func:`collect_dagger` (empty ones are skipped)."""
+    ds = [d for d in datasets if d is not None and len(d["actions"])]
+    return {"obs": {k: np.concatenate([d["obs"][k] for d in ds]) for k in ds[0]["obs"]},
+            "masks": np.concatenate([d["masks"] for d in ds]), "actions": np.concatenate([d["actions"] for d in ds]),
+            "returns": np.concatenate([d["returns"] for d in ds]), "episodes": sum(d["episodes"] for d in ds)}
+
+
 def _batch(data: dict, idx: np.ndarray, device) -> tuple[dict, th.Tensor, th.Tensor, th.Tensor]:
     obs = {k: th.as_tensor(v[idx], dtype=th.float32, device=device) for k, v in data["obs"].items()}
     return (obs, th.as_tensor(data["masks"][idx], device=device), th.as_tensor(data["actions"][idx], device=device),
@@ -68,21 +152,31 @@ def behaviour_clone(policy, data: dict, steps: int, batch_size: int = 256, lr: f
         return []
     rng = np.random.default_rng(seed)
     opt = th.optim.Adam(policy.parameters(), lr=lr)
+    # cosine decay of the learning rate to 0 over the steps: the last steps settle instead of jittering
+    sched = th.optim.lr_scheduler.LambdaLR(opt, lambda i: 0.5 * (1.0 + np.cos(np.pi * min(i, steps) / steps)))
     policy.set_training_mode(True)
     losses = []
     for i in range(int(steps)):
         idx = rng.integers(0, n, size=min(batch_size, n))
         obs, masks, acts, rets = _batch(data, idx, policy.device)
-        logits = masked_logits(policy, obs, masks)
+        if value_coef > 0 and getattr(policy, "share_features_extractor", False):
+            # one encoder pass for both heads (the pairwise encoder dominates the cost)
+            features = policy.extract_features(obs, policy.pi_features_extractor)
+            logits = policy.action_net(policy.mlp_extractor.forward_actor(features))
+            logits = logits.masked_fill(~masks.bool(), float("-inf"))
+            v = policy.value_net(policy.mlp_extractor.forward_critic(features)).squeeze(-1)
+        else:
+            logits = masked_logits(policy, obs, masks)
+            v = policy.predict_values(obs).squeeze(-1) if value_coef > 0 else None
         ce = th.nn.functional.cross_entropy(logits, acts)
         loss = ce
-        if value_coef > 0:
-            v = policy.predict_values(obs).squeeze(-1)
+        if v is not None:
             loss = ce + value_coef * th.nn.functional.smooth_l1_loss(v, rets)
         opt.zero_grad()
         loss.backward()
         th.nn.utils.clip_grad_norm_(policy.parameters(), 10.0)
         opt.step()
+        sched.step()
         losses.append(float(ce.detach()))
         if callback is not None:
             callback(i, float(ce.detach()), float(loss.detach()))
@@ -108,3 +202,27 @@ def agreement(policy, data: dict, batch_size: int = 1024, exclude_end: bool = Fa
         obs, masks, acts, _ = _batch(data, idx, policy.device)
         hits += int((masked_logits(policy, obs, masks).argmax(-1) == acts).sum())
     return hits / n
+
+
+@th.no_grad()
+def disagreement_split(policy, data: dict, batch_size: int = 1024) -> dict[str, float]:
+    """Shares of states (summing to 1 - agreement) where the greedy masked action differs from the expert's
+    because of: ``end`` (one of the two ends the round and the other does not), ``row`` (both act on different
+    task rows) or ``destination`` (same row, other column: server or "back to the queue")."""
+    n = len(data["actions"])
+    if n == 0:
+        return {"end": float("nan"), "row": float("nan"), "destination": float("nan")}
+    policy.set_training_mode(False)
+    preds = []
+    for s in range(0, n, batch_size):
+        idx = np.arange(s, min(n, s + batch_size))
+        obs, masks, _, _ = _batch(data, idx, policy.device)
+        preds.append(masked_logits(policy, obs, masks).argmax(-1).cpu().numpy())
+    p, a = np.concatenate(preds), data["actions"]
+    end = data["masks"].shape[1] - 1
+    k1 = int(data["obs"]["affinity"].shape[2]) + 1 if "affinity" in data["obs"] else None
+    pe, ae = p == end, a == end
+    both = ~pe & ~ae
+    same_row = (p // k1 == a // k1) if k1 else np.zeros(n, bool)
+    return {"end": float(np.mean(pe != ae)), "row": float(np.mean(both & ~same_row)),
+            "destination": float(np.mean(both & same_row & (p != a)))}

@@ -13,11 +13,14 @@ with plain ``stable_baselines3.PPO``:
     (:class:`PairwiseEncoder`): per-row task MLP, per-column server MLP (server features + summary statistics
     of the per-GPU loads, so the GPU count G does not matter), a global MLP, masked mean pooling over present
     rows/columns (deep sets), one round of context mixing (each task sees the pooled servers and vice versa),
-    then
+    then, with x(row, col) the weight-free pair features of :func:`pair_features` (MLF-H's ideal-host distance
+    and headroom restated from the observation) and the row features of :func:`row_features` appended to the
+    task rows before the task MLP,
 
-    - logit(row, col) = w . tanh(A h_row + B h_col + c)   (additive pair scorer, col < K)
-    - logit(row, K)   = MLP(h_row)                         ("back to the queue")
-    - logit(end)      = MLP([pool_tasks, pool_servers, g])  (learned end-round logit)
+    - pair(row, col)  = relu(M tanh(A h_row + B h_col + X x(row, col) + c))   (pair embedding, col < K)
+    - logit(row, col) = w . pair(row, col) + row(h_row)     (row(.) = MLP: the task's priority)
+    - logit(row, K)   = MLP(h_row) + row(h_row)             ("back to the queue")
+    - logit(end)      = MLP([pool_tasks, pool_servers, g, max over valid pairs of pair(row, col)])
     - value           = MLP([pool_tasks, pool_servers, g])
 
     Invalid actions (``obs["action_mask"] == 0``) get logit -1e8 inside the network, so even plain PPO with
@@ -75,24 +78,143 @@ def gpu_stats(gpu_loads: th.Tensor) -> th.Tensor:
     return th.stack((mean, mx, mn, idle), dim=-1)
 
 
+# server feature columns (envs.observation.SERVER_COLUMNS) and task columns used by the derived pair features
+S_UTIL = slice(1, 5)      # util_gpu, util_cpu, util_mem, util_net
+S_FREE_GMEM, S_FREE_CPU, S_FREE_MEM, S_OVER = 5, 6, 7, 10
+T_IS_PS, T_GMEM, T_GUTIL, T_CPU, T_MEM = 5, 6, 7, 8, 9
+T_WAIT, T_SHARE = 2, 10
+H_R = 0.9                 # the simulator's default overload threshold h_r (MLFS §4.1)
+N_PAIR_FEATS = 12
+N_ROW_FEATS = 7
+
+
+def _unsq(x: th.Tensor) -> th.Tensor:
+    """Inverse of the observation's squashing x/(1+|x|) (hours from sq/ssq time features), capped at 1e3."""
+    return (x / (1.0 - x.abs()).clamp_min(1e-3)).clamp(-1e3, 1e3)
+
+
+def job_columns(task_dim: int, loss_history: int = 5) -> dict[str, int]:
+    """Indices of the job-level task columns the row features read (``urgency``, ``job_index``,
+    ``deadline_slack``, ``placed_share``). They sit after the model one-hot, whose width is inferred from
+    ``task_dim`` and ``loss_history`` (EnvConfig default 5); the layout is :func:`envs.observation.task_columns`."""
+    from envs.observation import JOB_DYNAMIC_HEAD, JOB_STATIC_TAIL, TASK_DYNAMIC, TASK_STATIC
+
+    n_models = task_dim - len(TASK_DYNAMIC) - len(TASK_STATIC) - len(JOB_STATIC_TAIL) - len(JOB_DYNAMIC_HEAD) \
+        - int(loss_history)
+    if n_models < 0:
+        raise ValueError(f"task width {task_dim} is too small for the observation layout (loss_history "
+                         f"{loss_history})")
+    o_js = len(TASK_DYNAMIC) + len(TASK_STATIC) + n_models
+    o_jd = o_js + len(JOB_STATIC_TAIL)
+    return {"urgency": o_js + JOB_STATIC_TAIL.index("urgency"), "job_index": o_js + JOB_STATIC_TAIL.index("job_index"),
+            "slack": o_jd + JOB_DYNAMIC_HEAD.index("deadline_slack"),
+            "placed": o_jd + JOB_DYNAMIC_HEAD.index("placed_share")}
+
+
+def row_features(tasks: th.Tensor, cols: dict[str, int]) -> th.Tensor:
+    """Weight-free per-row features (B, W, 7) for the row score, restating the inputs of MLF-H's priority
+    (MLFS Eqs. 2-6) that the squashed observation hides from a small MLP: 1/deadline slack in hours (clamped
+    at one minute, sign kept), waiting hours, urgency x partition share; and the relative ones behind its
+    ordering (parameter servers first, then partly placed jobs, ties by arrival): "is a PS", "is the earliest
+    PS row", "job partly placed", job index minus the earliest row's. Reductions are masked min over present
+    rows, so the features are permutation-equivariant and independent of W. ``cols``: :func:`job_columns`."""
+    present = tasks[..., 0] > 0.5
+    slack = _unsq(tasks[..., cols["slack"]])
+    inv_slack = th.sign(slack) / slack.abs().clamp_min(1.0 / 60.0)
+    wait = _unsq(tasks[..., T_WAIT])
+    lshare = tasks[..., cols["urgency"]] * 10.0 * tasks[..., T_SHARE]
+    is_ps = (tasks[..., 5] > 0.5) & present
+    jidx = tasks[..., cols["job_index"]]
+    big = th.full_like(jidx, 1e4)
+    ps_first = th.where(is_ps, jidx, big).amin(-1, keepdim=True)
+    earliest_ps = (is_ps & (jidx <= ps_first + 1e-7)).float()
+    rel = jidx - th.where(present, jidx, big).amin(-1, keepdim=True).clamp(max=1.0)
+    partly = ((tasks[..., cols["placed"]] > 0) & (tasks[..., 1] < 0.5) & present).float()  # waiting task, gang begun
+    f = th.stack((inv_slack.clamp(-60.0, 60.0) / 10.0, wait.clamp(max=100.0) / 10.0, lshare, is_ps.float(),
+                  earliest_ps, partly, rel * 10.0), -1)
+    return f * present.unsqueeze(-1).float()
+
+
+def pair_features(obs: dict[str, th.Tensor], h: float = H_R) -> tuple[th.Tensor, th.Tensor]:
+    """Weight-free (task row, destination) features derived from the observation, (B, W, K, 12), and the
+    valid-pair mask (B, W, K). They restate MLF-H's placement rule (MLFS §3.3.2) in observation terms:
+
+    - ``fit``: the action mask of the pair; ``head``: an estimate of "underloaded and not overloaded by this
+      task" (server not overloaded, CPU/memory use + the task's demand <= h, a GPU whose load + the task's GPU
+      use <= h or an idle GPU; a parameter server needs no GPU);
+    - the squared Euclidean distance of the server's utilisation (gpu, cpu, mem, net) to the row's ideal
+      virtual host (element-wise minimum over the row's ``head`` servers, else its ``fit`` servers) plus the
+      bandwidth term (affinity / its row maximum vs 1), its gap to the row minimum and an "is the nearest"
+      flag;
+    - affinity, the headroom margins (CPU, memory, best GPU), and the free-capacity margins.
+
+    Every feature is computed per pair or reduced over a row's columns with masked min/max, so the result is
+    permutation-equivariant and independent of W, K and G."""
+    tasks, servers, loads = obs["tasks"], obs["servers"], obs["gpu_loads"]
+    B, W, _ = tasks.shape
+    K = servers.shape[1]
+    mask = obs.get("action_mask")
+    if mask is not None and mask.shape[-1] == W * (K + 1) + 1:
+        fit = mask[:, :-1].reshape(B, W, K + 1)[..., :K] > 0.5
+    else:
+        fit = (tasks[..., 0:1] > 0.5) & (servers[..., 0] > 0.5).unsqueeze(1)
+    over = servers[..., S_OVER] > 0.5                       # (B, K)
+    util = servers[..., S_UTIL]                             # (B, K, 4)
+    t_cpu, t_mem, t_gpu = tasks[..., T_CPU], tasks[..., T_MEM], tasks[..., T_GUTIL]
+    is_ps = tasks[..., T_IS_PS] > 0.5
+    cpu_after = util[..., 1].unsqueeze(1) + t_cpu.unsqueeze(2)      # (B, W, K)
+    mem_after = util[..., 2].unsqueeze(1) + t_mem.unsqueeze(2)
+    real = loads >= 0                                        # (B, K, G)
+    l = loads.clamp_min(0.0)
+    gpu_ok_g = real.unsqueeze(1) & ((l.unsqueeze(1) + t_gpu[:, :, None, None] <= h + 1e-6)
+                                    | (l.unsqueeze(1) <= 1e-6))  # (B, W, K, G)
+    gpu_ok = gpu_ok_g.any(-1) | is_ps.unsqueeze(2)
+    min_load = th.where(real, l, th.full_like(l, 1e4)).amin(-1)     # (B, K)
+    min_load = th.where(real.any(-1), min_load, th.zeros_like(min_load))
+    gpu_after = min_load.unsqueeze(1) + t_gpu.unsqueeze(2) * (~is_ps).float().unsqueeze(2)
+    head = fit & ~over.unsqueeze(1) & (cpu_after <= h + 1e-6) & (mem_after <= h + 1e-6) & gpu_ok
+    cand = th.where(head.any(-1, keepdim=True), head, fit)  # the row's candidate set for the ideal host
+    big = th.full_like(cpu_after, 1e4)
+    ideal = th.where(cand.unsqueeze(-1), util.unsqueeze(1).expand(B, W, K, 4),
+                     th.full_like(util.unsqueeze(1).expand(B, W, K, 4), 1e4)).amin(2)  # (B, W, 4)
+    ideal = th.where(cand.any(-1, keepdim=True), ideal, th.zeros_like(ideal))
+    aff = obs.get("affinity")
+    if aff is None:
+        aff = th.zeros_like(cpu_after)
+    amax = th.where(cand, aff, th.zeros_like(aff)).amax(-1, keepdim=True)
+    bwn = th.where(amax > 0, aff / amax.clamp_min(1e-9), th.zeros_like(aff))
+    target = (amax > 0).float()
+    dist = ((util.unsqueeze(1) - ideal.unsqueeze(2)) ** 2).sum(-1) + (bwn - target) ** 2
+    dmin = th.where(cand, dist, big).amin(-1, keepdim=True)
+    gap = th.where(cand, dist - dmin, th.ones_like(dist))
+    nearest = (cand & (gap <= 1e-6)).float()
+    f = th.stack((fit.float(), head.float(), cand.float(), dist.clamp(max=4.0), gap.clamp(max=4.0), nearest,
+                  aff, bwn, h - cpu_after, h - mem_after, h - gpu_after,
+                  servers[..., S_FREE_GMEM].unsqueeze(1) - tasks[..., T_GMEM].unsqueeze(2)), -1)
+    return f, fit
+
+
 class PairwiseEncoder(nn.Module):
     """obs dict -> (logits (B, W*(K+1)+1), value embedding (B, 3d)). Weights are independent of W, K, G."""
 
     def __init__(self, task_dim: int, server_dim: int, global_dim: int, d: int = 64):
         super().__init__()
         self.d = d
-        self.task_in = _mlp(task_dim, d, d)
+        self.cols = job_columns(task_dim)
+        self.task_in = _mlp(task_dim + N_ROW_FEATS, d, d)
         self.server_in = _mlp(server_dim + N_GPU_STATS, d, d)
         self.glob_in = _mlp(global_dim, d, d)
         self.task_ctx = _mlp(3 * d, d, d)
         self.server_ctx = _mlp(3 * d, d, d)
-        dp = max(8, d // 2)  # pair-scorer width: the (B, W, K, dp) tensor dominates the cost
+        dp = max(8, d // 2)  # pair-scorer width: the (B, W, K, dp) tensors dominate the cost
         self.pair_t = nn.Linear(d, dp)
         self.pair_s = nn.Linear(d, dp, bias=False)
-        self.pair_a = nn.Linear(1, dp, bias=False)  # the (task, server) affinity feature enters the pair scorer
+        self.pair_x = nn.Linear(N_PAIR_FEATS, dp, bias=False)  # the derived pair features (pair_features)
+        self.pair_mid = nn.Linear(dp, dp)
         self.pair_out = nn.Linear(dp, 1)
+        self.row = _mlp(d, d, 1)  # per-row score added to every action of the row (the task's priority)
         self.requeue = _mlp(d, d, 1)
-        self.end = _mlp(3 * d, d, 1)
+        self.end = _mlp(3 * d + dp, d, 1)
 
     def forward(self, obs: dict[str, th.Tensor]) -> tuple[th.Tensor, th.Tensor]:
         tasks, servers, glob = obs["tasks"], obs["servers"], obs["global"]
@@ -100,23 +222,25 @@ class PairwiseEncoder(nn.Module):
         K = servers.shape[1]
         tp = (tasks[..., 0] > 0.5).float()  # column 0 is "present" in both tables
         sp = (servers[..., 0] > 0.5).float()
-        ht = self.task_in(tasks)
+        ht = self.task_in(th.cat((tasks, row_features(tasks, self.cols)), -1))
         hs = self.server_in(th.cat((servers, gpu_stats(obs["gpu_loads"])), -1))
         g = self.glob_in(glob)
         pt, ps = _masked_mean(ht, tp), _masked_mean(hs, sp)
         ht = ht + self.task_ctx(th.cat((ht, ps.unsqueeze(1).expand(B, W, -1), g.unsqueeze(1).expand(B, W, -1)), -1))
         hs = hs + self.server_ctx(th.cat((hs, pt.unsqueeze(1).expand(B, K, -1), g.unsqueeze(1).expand(B, K, -1)), -1))
         pt, ps = _masked_mean(ht, tp), _masked_mean(hs, sp)
-        pre = self.pair_t(ht).unsqueeze(2) + self.pair_s(hs).unsqueeze(1)  # (B, W, K, dp)
-        aff = obs.get("affinity")
-        if aff is not None:
-            pre = pre + self.pair_a(aff.unsqueeze(-1))
-        pair = th.tanh(pre)
-        scores = self.pair_out(pair).squeeze(-1)  # (B, W, K)
+        x, fit = pair_features(obs)
+        pre = self.pair_t(ht).unsqueeze(2) + self.pair_s(hs).unsqueeze(1) + self.pair_x(x)  # (B, W, K, dp)
+        hp = th.relu(self.pair_mid(th.tanh(pre)))
+        scores = self.pair_out(hp).squeeze(-1)  # (B, W, K)
+        rs = self.row(ht)  # (B, W, 1)
         req = self.requeue(ht)  # (B, W, 1)
         pooled = th.cat((pt, ps, g), -1)
-        end = self.end(pooled)  # (B, 1)
-        logits = th.cat((th.cat((scores, req), -1).reshape(B, W * (K + 1)), end), -1)
+        # end round sees the best valid pair (max-pooled pair embedding): "is anything worth doing?"
+        hmax = th.where(fit.unsqueeze(-1), hp, th.zeros_like(hp)).flatten(1, 2).amax(1)
+        end = self.end(th.cat((pooled, hmax), -1))  # (B, 1)
+        logits = (th.cat((scores, req), -1) + rs).reshape(B, W * (K + 1))
+        logits = th.cat((logits, end), -1)
         mask = obs.get("action_mask")
         if mask is not None and mask.shape[-1] == logits.shape[-1]:
             logits = th.where(mask > 0.5, logits, th.full_like(logits, MASKED_LOGIT))

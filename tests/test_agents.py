@@ -11,12 +11,14 @@ import pytest
 import torch as th
 
 import envs  # noqa: F401
-from agents.bc import agreement, behaviour_clone, collect
+from agents.bc import agreement, behaviour_clone, collect, collect_dagger, disagreement_split, merge
 from agents.evaluate import evaluate, make_env, results_table, summarize, t95
 from agents.policies import MASKED_LOGIT, masked_logits, policy_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_ID = "clustergym/GPUCluster-v0"
+# test_bc_reproduces_mlfh_on_heldout_states, measured on the 2-core development machine (deterministic)
+MEASURED = {"agreement": 0.879, "row_agreement": 0.931}
 
 
 def _model(env, policy="pairwise", algo="maskable", seed=0):
@@ -57,31 +59,37 @@ def test_pairwise_weights_transfer_to_other_sizes():
     assert small.unwrapped.action_masks()[int(a)]
 
 
-@pytest.mark.slow  # collects 12 full MLF-H episodes: 40 s idle, minutes on a loaded machine
+@pytest.mark.slow  # 16 MLF-H episodes, 4 DAgger episodes and 700 BC steps: ~3 min idle, more on a loaded machine
 @pytest.mark.timeout(1800)
 def test_bc_reproduces_mlfh_on_heldout_states():
-    """BC on 8 MLF-H training windows (most of those states are "end round"), agreement measured on 4 other
-    windows (305 states, all MLF-H placements). Measured on this machine (with the affinity pair feature):
-    exact action 0.636, same task row 0.780; the untrained pairwise net already scores 0.374 because the
-    affinity feature enters its pair scorer. The thresholds sit below those numbers: agreement is moderate."""
+    """BC on 12 MLF-H training windows plus one DAgger round (the cloned policy's own rollouts on 4 more windows,
+    labelled by MLF-H); agreement measured on MLF-H's rollouts on 4 other windows (states BC never saw).
+    Measured on this machine (MEASURED): 1,531 expert states, 310 DAgger states, 305 held-out states; agreement
+    0.213 untrained, 0.879 after BC (unchanged by the DAgger round), same task row 0.931; the rest is 0.069 task
+    row and 0.052 destination, no end-round disagreement. The thresholds sit 0.05 below."""
     cfg = {"split": "train"}
-    data = collect("mlf-h", ENV_ID, cfg, range(100, 108))
+    data = collect("mlf-h", ENV_ID, cfg, range(100, 112))
     hold = collect("mlf-h", ENV_ID, cfg, range(900, 904))  # other windows: states BC never saw
     env = make_env(ENV_ID, cfg)
     model = _model(env)
     before = agreement(model.policy, hold)
-    for k in range(2):
-        behaviour_clone(model.policy, data, steps=150, batch_size=128, lr=2e-3, seed=k)
+    behaviour_clone(model.policy, data, steps=500, batch_size=128, lr=1e-3, seed=0)
+    first = agreement(model.policy, hold)
+    dd = collect_dagger(model.policy, "mlf-h", ENV_ID, cfg, range(300, 304))
+    behaviour_clone(model.policy, merge(data, dd), steps=200, batch_size=128, lr=1e-3, seed=1)
     agree = agreement(model.policy, hold)
+    split = disagreement_split(model.policy, hold)
     with th.no_grad():
         obs = {k: th.as_tensor(v, dtype=th.float32) for k, v in hold["obs"].items()}
         pred = masked_logits(model.policy, obs, th.as_tensor(hold["masks"])).argmax(-1).numpy()
     k1 = env.unwrapped.K + 1
     row_agree = float(np.mean(pred // k1 == hold["actions"] // k1))
-    print(json.dumps({"states": len(data["actions"]), "holdout": len(hold["actions"]), "agreement": agree,
-                      "row_agreement": row_agree, "before": before}))
-    assert agree >= 0.55 and agree > before + 0.15
-    assert row_agree >= 0.7
+    print(json.dumps({"states": len(data["actions"]), "dagger_states": len(dd["actions"]),
+                      "holdout": len(hold["actions"]), "before": before, "after_bc": first, "agreement": agree,
+                      "row_agreement": row_agree, "disagreement": split}))
+    assert agree >= MEASURED["agreement"] - 0.05 and agree > before + 0.3
+    assert row_agree >= MEASURED["row_agreement"] - 0.05
+    assert sum(split.values()) == pytest.approx(1 - agree)
 
 
 def test_t_interval_and_table():
@@ -138,3 +146,15 @@ print(json.dumps(acts))
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == mine
+
+
+def test_row_feature_columns_match_the_observation_layout():
+    from envs.core.catalogue_data import model_names
+    from envs.observation import task_columns
+    from agents.policies import job_columns
+
+    for h in (5, 3):
+        names = task_columns(model_names(), h)
+        cols = job_columns(len(names), loss_history=h)
+        assert [names[cols[k]] for k in ("urgency", "job_index", "slack", "placed")] == [
+            "urgency", "job_index", "deadline_slack", "placed_share"]

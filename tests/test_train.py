@@ -21,7 +21,8 @@ def _ppo():
 ppo = _ppo()
 
 TINY = {"env": {"window_jobs": 10}, "train_max_steps": 100, "timesteps": 256, "n_steps": 128, "batch_size": 64, "n_epochs": 1,
-        "bc_steps": 20, "bc_episodes": 2, "bc_holdout_episodes": 1, "eval_freq": 128, "eval_episodes": 1,
+        "bc_steps": 20, "bc_episodes": 2, "bc_holdout_episodes": 1, "bc_dagger_rounds": 1, "bc_dagger_episodes": 1,
+        "bc_dagger_steps": 10, "bc_dagger_max_steps": 100, "eval_freq": 128, "eval_episodes": 1,
         "eval_max_steps": 100, "final_eval_episodes": 2, "final_eval_max_steps": 100,
         "final_baselines": ["fifo", "mlf-h"], "progress_bar": False}
 
@@ -72,6 +73,12 @@ def test_resume_continues_steps_and_logs(tmp_path, capsys):
     after = _scalars(out / "tb" / "ppo_1")
     assert max(s for s, _ in after["train/value_loss"]) > max(s for s, _ in before["train/value_loss"])
     assert max(s for s, _ in after["train/value_loss"]) >= 384
+    with pytest.raises(SystemExit):  # fewer steps than saved: refused
+        ppo.main(["--resume", str(out), "--timesteps", "256"])
+    more = ppo.main(["--resume", str(out), "--timesteps", "640", "--no-progress"])  # extends the finished run
+    assert not more["interrupted"] and more["num_timesteps"] == 640
+    assert yaml.safe_load((out / "config.yaml").read_text())["timesteps"] == 640
+    assert max(s for s, _ in _scalars(out / "tb" / "ppo_1")["eval/mean_jct_censored"]) == 640
 
 
 def test_config_rejects_unknown_keys(tmp_path):
@@ -91,3 +98,16 @@ def test_help_lists_flags(capsys):
     for flag in ("--scenario", "--timesteps", "--n-envs", "--seed", "--config", "--bc-steps", "--reward-weights",
                  "--out", "--resume", "--device", "--policy", "--algo", "--eval-episodes", "--eval-freq"):
         assert flag in text
+
+
+def test_checkpoint_selection_cannot_be_won_by_leaving_jobs_unfinished():
+    # a run that leaves jobs waiting until the step cap has a flattering censored JCT; it must still lose
+    leaves_jobs = ppo.selection_score({"unfinished": 2.0, "mean_jct_censored": 900.0, "episode_return": -1.0},
+                                      "mean_jct_censored")
+    finishes = ppo.selection_score({"unfinished": 0.0, "mean_jct_censored": 2000.0, "episode_return": -50.0},
+                                   "mean_jct_censored")
+    faster = ppo.selection_score({"unfinished": 0.0, "mean_jct_censored": 1500.0}, "mean_jct_censored")
+    assert finishes < leaves_jobs and faster < finishes
+    # higher-is-better metrics are negated so that smaller is always better
+    assert ppo.selection_score({"deadline_ratio": 0.9}, "deadline_ratio") < ppo.selection_score(
+        {"deadline_ratio": 0.8}, "deadline_ratio")

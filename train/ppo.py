@@ -41,32 +41,37 @@ DEFAULTS: dict[str, Any] = {
     "train_max_steps": 5000,      # agent steps per training episode (truncation; keeps episodes bounded)
     # behaviour cloning (warm start)
     "expert": "mlf-h",
-    "bc_steps": 600,             # gradient steps; 0 = no warm start
-    "bc_episodes": 20,            # expert episodes on training windows
+    "bc_steps": 800,              # gradient steps on the expert's own rollouts; 0 = no warm start
+    "bc_episodes": 40,            # expert episodes on training windows
     "bc_holdout_episodes": 5,     # further expert episodes to measure agreement on unseen states
+    "bc_dagger_rounds": 2,        # DAgger: roll out the cloned policy, label its states with the expert, retrain
+    "bc_dagger_episodes": 10,     # learner episodes per DAgger round (other training windows)
+    "bc_dagger_steps": 300,       # gradient steps after each DAgger round (on all states so far)
+    "bc_dagger_max_steps": 2000,  # agent-step cap per DAgger episode
     "bc_batch_size": 128,
     "bc_lr": 1.0e-3,
     "bc_value_coef": 0.5,
     # PPO
-    "learning_rate": 1.0e-4,
+    "learning_rate": 3.0e-5,      # small steps and a tight KL target: PPO stays close to the cloned policy
     "n_steps": 1024,
     "batch_size": 128,
     "n_epochs": 4,
-    "gamma": 0.99,
+    "gamma": 0.998,               # per agent step; a round takes several zero-time steps, so look far ahead
     "gae_lambda": 0.95,
     "clip_range": 0.1,
     "ent_coef": 0.0,
     "vf_coef": 0.5,
     "max_grad_norm": 0.5,
-    "target_kl": 0.05,
+    "target_kl": 0.02,
     # evaluation on held-out windows (split="test")
     "eval_freq": 10_000,          # env steps between periodic evaluations (0 = only before/after training)
     "eval_episodes": 3,           # held-out windows per periodic evaluation
-    "eval_max_steps": 1500,       # agent-step cap per periodic evaluation episode
+    "eval_max_steps": 10_000,     # agent-step cap per periodic evaluation episode (MLF-H needs < 1,000)
+    "select_metric": "mean_jct_censored",  # best checkpoint: fewest unfinished jobs, then lowest mean of this
     "eval_baselines": ["mlf-h", "fifo"],
     "eval_seed": 10_000,          # held-out windows use reset(seed=eval_seed + i)
     "final_eval_episodes": 5,     # held-out windows in the final results table
-    "final_eval_max_steps": 5000,  # agent-step cap per final evaluation episode (None = env's max_steps)
+    "final_eval_max_steps": 10_000,  # agent-step cap per final evaluation episode (None = env's max_steps)
     "final_baselines": ["random", "fifo", "tiresias", "mlf-h", "mlfs-h+c"],
     "log_every": 2,               # one-line summary every this many PPO rollouts
     "progress_bar": True,
@@ -207,8 +212,9 @@ def _callbacks():
                 self.bar.close()
 
     class EvalCheckpointCallback(BaseCallback):
-        """Every ``eval_freq`` steps: evaluate on held-out windows, log eval/*, keep the best model (by mean
-        episode return), save the last checkpoint and the run state."""
+        """Every ``eval_freq`` steps: evaluate on held-out windows, log eval/*, keep the best model (fewest
+        unfinished jobs, then the lowest ``select_metric``: :func:`selection_score`), save the last checkpoint
+        and the run state."""
 
         def __init__(self, run: "Run"):
             super().__init__()
@@ -231,11 +237,22 @@ def _callbacks():
 
 
 # ---------------------------------------------------------------------------------------------- run
+def selection_score(means: dict[str, float], metric: str) -> tuple[float, float]:
+    """Checkpoint ranking (smaller is better): mean unfinished jobs per held-out window first (a policy cannot
+    look good by leaving jobs waiting until the step cap), then ``metric`` (negated if higher is better)."""
+    from agents.evaluate import HIGHER_IS_BETTER
+
+    v = float(means.get(metric, float("inf")))
+    if not np.isfinite(v):
+        v = float("inf")
+    return float(means.get("unfinished", 0.0)), (-v if metric in HIGHER_IS_BETTER else v)
+
+
 class Run:
     def __init__(self, cfg: dict, out: Path, stop_at: int | None = None):
         self.cfg, self.out, self.stop_at = cfg, out, stop_at
         self.state_file = out / "state.json"
-        self.state: dict[str, Any] = {"best_return": None, "best_step": None, "baselines": {}, "bc": None,
+        self.state: dict[str, Any] = {"best_score": None, "best_step": None, "baselines": {}, "bc": None,
                                       "evals": []}
         if self.state_file.exists():
             self.state.update(json.loads(self.state_file.read_text()))
@@ -270,21 +287,27 @@ class Run:
         for k, v in s.items():
             logger.record(f"eval/{k}", v)
         for b, bs in base.items():
-            for k in ("episode_return", "mean_jct"):
+            for k in ("episode_return", "mean_jct", "mean_jct_censored", "unfinished"):
                 if k in bs:
                     logger.record(f"eval_baseline/{b}/{k}", bs[k])
             if bs.get("mean_jct"):
                 logger.record(f"eval/mean_jct_over_{b}", s["mean_jct"] / bs["mean_jct"])
+            if bs.get(cfg["select_metric"]) and cfg["select_metric"] in s:
+                logger.record(f"eval/{cfg['select_metric']}_over_{b}", s[cfg["select_metric"]] / bs[cfg["select_metric"]])
         step = int(model.num_timesteps)
-        best = self.state["best_return"]
-        improved = best is None or s["episode_return"] > best
+        score = selection_score(s, cfg["select_metric"])
+        best = self.state["best_score"]
+        improved = best is None or tuple(score) < tuple(best)
         if improved:
-            self.state["best_return"], self.state["best_step"] = s["episode_return"], step
+            self.state["best_score"], self.state["best_step"] = list(score), step
             model.save(self.out / "best_model.zip")
-        self.state["evals"].append({"step": step, **{k: s[k] for k in ("episode_return", "mean_jct") if k in s}})
-        parts = [f"eval@{step:,}: return {s['episode_return']:.3f}, JCT {s['mean_jct']:.0f} s"]
+        keep = ("episode_return", "mean_jct", "mean_jct_censored", "unfinished", "deadline_ratio", "steps")
+        self.state["evals"].append({"step": step, **{k: s[k] for k in keep if k in s}})
+        m = cfg["select_metric"]
+        parts = [f"eval@{step:,}: {m} {s.get(m, float('nan')):.0f}, unfinished {s.get('unfinished', 0):.1f}, "
+                 f"return {s['episode_return']:.3f}"]
         for b, bs in base.items():
-            parts.append(f"{b} {bs['episode_return']:.3f}/{bs['mean_jct']:.0f} s")
+            parts.append(f"{b} {bs.get(m, float('nan')):.0f}/{bs.get('unfinished', 0):.1f}/{bs['episode_return']:.3f}")
         self.status["last_eval"] = "; ".join(parts) + (" (new best)" if improved else "")
         logger.dump(step)
         self.save_state()
@@ -330,7 +353,7 @@ def _new_model(cfg: dict, env, tb_dir: str):
 
 def warm_start(run: Run, model) -> dict:
     """Roll out the expert on training windows, behaviour-clone it into the policy, measure agreement."""
-    from agents.bc import agreement, behaviour_clone, collect
+    from agents.bc import agreement, behaviour_clone, collect, collect_dagger, disagreement_split, merge
 
     cfg = run.cfg
     t0 = time.time()
@@ -360,13 +383,38 @@ def warm_start(run: Run, model) -> dict:
     before = agreement(model.policy, hold) if hold is not None else float("nan")
     behaviour_clone(model.policy, data, cfg["bc_steps"], cfg["bc_batch_size"], cfg["bc_lr"], cfg["bc_value_coef"],
                     seed=int(cfg["seed"]), callback=cb)
-    res = {"expert": cfg["expert"], "train_states": int(len(data["actions"])),
+    after_bc = agreement(model.policy, hold) if hold is not None else float("nan")
+    print(f"  after BC on the expert's rollouts: held-out agreement {after_bc:.3f}", flush=True)
+    expert_states = int(len(data["actions"]))
+    dagger = []
+    for k in range(int(cfg["bc_dagger_rounds"])):
+        t2 = time.time()
+        seeds = [base + 100_000 + 1000 * k + i for i in range(cfg["bc_dagger_episodes"])]
+        dd = collect_dagger(model.policy, cfg["expert"], cfg["scenario"], ecfg, seeds, gamma=cfg["gamma"],
+                            max_steps=cfg["bc_dagger_max_steps"])
+        on_policy = agreement(model.policy, dd)  # before training on them: states the learner itself reaches
+        data = merge(data, dd)
+        behaviour_clone(model.policy, data, cfg["bc_dagger_steps"], cfg["bc_batch_size"], cfg["bc_lr"],
+                        cfg["bc_value_coef"], seed=int(cfg["seed"]) + 1 + k)
+        rec = {"round": k + 1, "learner_states": int(len(dd["actions"])), "agreement_on_learner_states": on_policy,
+               "agreement_holdout": agreement(model.policy, hold) if hold is not None else float("nan"),
+               "seconds": time.time() - t2}
+        dagger.append(rec)
+        if writer is not None:
+            writer.add_scalar("bc/dagger_agreement_on_learner_states", on_policy, k + 1)
+            writer.add_scalar("bc/dagger_agreement_holdout", rec["agreement_holdout"], k + 1)
+        print(f"  DAgger round {k + 1}: {rec['learner_states']} learner states (agreement there before "
+              f"retraining {on_policy:.3f}); held-out agreement now {rec['agreement_holdout']:.3f} "
+              f"[{rec['seconds']:.0f} s]", flush=True)
+    res = {"expert": cfg["expert"], "train_states": int(len(data["actions"])), "expert_states": expert_states,
+           "dagger": dagger,
            "holdout_states": int(len(hold["actions"])) if hold is not None else 0,
            "agreement_train": agreement(model.policy, data),
            "agreement_holdout": agreement(model.policy, hold) if hold is not None else float("nan"),
-           "agreement_holdout_before": before,
+           "agreement_holdout_before": before, "agreement_holdout_bc_only": after_bc,
            "agreement_holdout_placements": agreement(model.policy, hold, exclude_end=True) if hold is not None
            else float("nan"),
+           "holdout_disagreement": disagreement_split(model.policy, hold) if hold is not None else {},
            "holdout_end_round_share": float(np.mean(hold["actions"] == hold["masks"].shape[1] - 1))
            if hold is not None and len(hold["actions"]) else float("nan"), "rollout_s": t1 - t0, "train_s": time.time() - t1}
     if writer is not None:
@@ -510,7 +558,8 @@ def make_parser() -> argparse.ArgumentParser:
                                                           "floats (default: the env's 0.5,0.55,0.25,0.15,0.15)")
     p.add_argument("--out", default=None, help="run folder (default runs/<scenario>-<timestamp>)")
     p.add_argument("--resume", default=None, metavar="RUN_DIR",
-                   help="continue the run in RUN_DIR from its last checkpoint (same config; flags given must match)")
+                   help="continue the run in RUN_DIR from its last checkpoint (same config; flags given must match, "
+                        "except a larger --timesteps, which extends a run, finished or not)")
     p.add_argument("--device", default=None, help="torch device (default cpu)")
     p.add_argument("--policy", choices=["mlp", "pairwise"], default=None, help="network (default pairwise)")
     p.add_argument("--algo", choices=["maskable", "ppo"], default=None, help="MaskablePPO or plain PPO "
@@ -547,11 +596,18 @@ def main(argv: Sequence[str] | None = None) -> dict:
                 cmp = {k: v for k, v in given.items() if k not in _RESUME_FREE}
             if "reward_weights" in cmp:
                 cmp["reward_weights"] = parse_weights(cmp["reward_weights"])
+            extend = int(cmp.pop("timesteps", saved["timesteps"]))  # a larger --timesteps extends the run
+            if extend < int(saved["timesteps"]):
+                raise ConfigError(f"--resume refuses: --timesteps {extend} is below the saved {saved['timesteps']}")
             diff = {k: (saved.get(k), v) for k, v in cmp.items() if k not in _RESUME_FREE and saved.get(k) != v}
             if diff:
                 raise ConfigError("--resume refuses: flags differ from the saved config: "
                                   + ", ".join(f"{k}: saved {a!r}, given {b!r}" for k, (a, b) in diff.items()))
             saved.update({k: v for k, v in flags.items() if k in _RESUME_FREE})
+            if extend > int(saved["timesteps"]):
+                print(f"Extending {run_dir} from {saved['timesteps']:,} to {extend:,} PPO steps", flush=True)
+                saved["timesteps"] = extend
+                (run_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
             saved["out"] = str(run_dir)
             cfg = build_config(saved)
             return train(cfg, resume=True)
