@@ -115,10 +115,11 @@ def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
     # never start and would hold the episode open to its horizon: leave it out, and say so in the info
     from .core.catalogue_data import get_model
     from .core.dag import build_tasks
-    from .core.engine import gang_shortfall
+    from .core.engine import cluster_totals, gang_shortfall
 
     kept, dropped = [], []
+    totals = cluster_totals(cluster)
     for sp in specs:
-        (kept if gang_shortfall(build_tasks(sp, get_model(sp.model)), cluster) is None else dropped).append(sp)
+        (kept if gang_shortfall(build_tasks(sp, get_model(sp.model)), cluster, totals) is None else dropped).append(sp)
     info["dropped_jobs"] = [sp.job_id for sp in dropped]
     return kept, info

@@ -90,18 +90,23 @@ class Controller(Protocol):
     def on_tick(self, sim: "Simulator") -> None: ...
 
 
-def gang_shortfall(tasks: list, cluster: ClusterSpec) -> str | None:
+def cluster_totals(cluster: ClusterSpec) -> tuple[float, float, float]:
+    """(CPU cores, GB host memory, GB GPU memory) of the whole cluster."""
+    return (sum(s.cpu_cores for s in cluster.servers), sum(s.memory_gb for s in cluster.servers),
+            sum(s.n_gpus * s.gpu_memory_gb for s in cluster.servers))
+
+
+def gang_shortfall(tasks: list, cluster: ClusterSpec, totals: tuple[float, float, float] | None = None) -> str | None:
     """Why a job with these task templates can never run on ``cluster``, or None. A job runs only with
     every task holding its slot at once, so its summed CPU cores, host memory and GPU memory must fit the
-    cluster's totals (the GPU count is not checked: tasks may share GPUs)."""
-    workers = [t for t in tasks if t.kind != "ps"]
-    need = (("CPU cores", sum(t.cpu_cores for t in tasks), sum(s.cpu_cores for s in cluster.servers)),
-            ("GB host memory", sum(t.memory_gb for t in tasks), sum(s.memory_gb for s in cluster.servers)),
-            ("GB GPU memory", sum(t.gpu_memory_gb for t in workers),
-             sum(s.n_gpus * s.gpu_memory_gb for s in cluster.servers)))
-    for what, want, have in need:
-        if want > have + 1e-9:
-            return f"its {len(tasks)} tasks need {want:.1f} {what} at once; cluster {cluster.name!r} has {have:.1f}"
+    cluster's totals (the GPU count is not checked: tasks may share GPUs). ``totals``: cluster_totals(cluster),
+    when already computed."""
+    have = totals or cluster_totals(cluster)
+    want = (sum(t.cpu_cores for t in tasks), sum(t.memory_gb for t in tasks),
+            sum(t.gpu_memory_gb for t in tasks if t.kind != "ps"))
+    for what, w, h in zip(("CPU cores", "GB host memory", "GB GPU memory"), want, have):
+        if w > h + 1e-9:
+            return f"its {len(tasks)} tasks need {w:.1f} {what} at once; cluster {cluster.name!r} has {h:.1f}"
     return None
 
 
@@ -121,6 +126,7 @@ class Simulator:
         self.tasks: list[Task] = []
         self.job_by_id: dict[int, Job] = {}
         self._fit_cache: dict | None = None
+        self._cluster_totals: tuple[float, float, float] | None = None
         specs = sorted(jobs, key=lambda s: (s.submit_time, s.job_id))
         for spec in specs:
             if spec.job_id in self.job_by_id:
@@ -829,7 +835,9 @@ class Simulator:
         """Refuse a job with a task no server could ever host, or whose tasks together exceed the cluster
         (it would wait forever)."""
         c = self.cluster
-        short = gang_shortfall([t.t for t in job.tasks], c.spec)
+        if self._cluster_totals is None:
+            self._cluster_totals = cluster_totals(c.spec)
+        short = gang_shortfall([t.t for t in job.tasks], c.spec, self._cluster_totals)
         if short:
             raise ValueError(f"job {job.jid} ({job.model.name}): {short}")
         cache = self._fit_cache
