@@ -20,13 +20,11 @@ from .evaluate import make_env
 from .policies import masked_logits
 
 
-def collect(expert: str, env_id: str, config: dict | None, seeds: Iterable[int], gamma: float = 0.99,
-            max_steps: int | None = 5000) -> dict[str, Any]:
-    import baselines
-
-    env = make_env(env_id, config)
+def _labelled_rollouts(env, seeds: Iterable[int], choose, gamma: float, max_steps: int | None) -> dict[str, Any]:
+    """Run one episode per seed; ``choose(obs, mask) -> (label, action)`` gives the expert's label for the
+    state and the action actually taken. Records (observation, mask, label, discounted return of the taken
+    actions) for every step."""
     u = env.unwrapped
-    agent = baselines.make(expert, env=env)
     obs_buf: dict[str, list] = {}
     masks, actions, returns, episodes = [], [], [], 0
     for seed in seeds:
@@ -35,11 +33,11 @@ def collect(expert: str, env_id: str, config: dict | None, seeds: Iterable[int],
         done, steps = bool(info.get("summary")), 0
         while not done and (max_steps is None or steps < max_steps):
             m = u.action_masks()
-            a = int(agent.predict(obs, action_masks=m)[0])
+            label, a = choose(obs, m)
             for k, v in obs.items():
                 obs_buf.setdefault(k, []).append(v)
             masks.append(m)
-            actions.append(a)
+            actions.append(label)
             obs, r, term, trunc, info = env.step(a)
             rewards.append(float(r))
             done = term or trunc
@@ -54,6 +52,20 @@ def collect(expert: str, env_id: str, config: dict | None, seeds: Iterable[int],
     return {"obs": {k: np.stack(v) for k, v in obs_buf.items()}, "masks": np.stack(masks).astype(bool),
             "actions": np.asarray(actions, np.int64), "returns": np.asarray(returns, np.float32),
             "episodes": episodes}
+
+
+def collect(expert: str, env_id: str, config: dict | None, seeds: Iterable[int], gamma: float = 0.99,
+            max_steps: int | None = 5000) -> dict[str, Any]:
+    import baselines
+
+    env = make_env(env_id, config)
+    agent = baselines.make(expert, env=env)
+
+    def choose(obs, m):
+        a = int(agent.predict(obs, action_masks=m)[0])
+        return a, a
+
+    return _labelled_rollouts(env, seeds, choose, gamma, max_steps)
 
 
 def _command_of(env, action: int):
@@ -94,40 +106,18 @@ def collect_dagger(policy, expert: str, env_id: str, config: dict | None, seeds:
     import baselines
 
     env = make_env(env_id, config)
-    u = env.unwrapped
     agent = baselines.make(expert, env=env)
     policy.set_training_mode(False)
-    obs_buf: dict[str, list] = {}
-    masks, actions, returns, episodes = [], [], [], 0
-    for seed in seeds:
-        obs, info = env.reset(seed=int(seed))
-        rewards = []
-        done, steps = bool(info.get("summary")), 0
-        while not done and (max_steps is None or steps < max_steps):
-            m = u.action_masks()
-            a_exp = int(agent.predict(obs, action_masks=m)[0])
-            with th.no_grad():
-                o = {k: th.as_tensor(v[None], dtype=th.float32, device=policy.device) for k, v in obs.items()}
-                a = int(masked_logits(policy, o, th.as_tensor(m[None], device=policy.device)).argmax(-1)[0])
-            _sync_expert(agent, env, a_exp, a)
-            for k, v in obs.items():
-                obs_buf.setdefault(k, []).append(v)
-            masks.append(m)
-            actions.append(a_exp)
-            obs, r, term, trunc, info = env.step(a)
-            rewards.append(float(r))
-            done = term or trunc
-            steps += 1
-        g, ret = 0.0, []
-        for r in reversed(rewards):
-            g = r + gamma * g
-            ret.append(g)
-        returns.extend(reversed(ret))
-        episodes += 1
-    env.close()
-    return {"obs": {k: np.stack(v) for k, v in obs_buf.items()}, "masks": np.stack(masks).astype(bool),
-            "actions": np.asarray(actions, np.int64), "returns": np.asarray(returns, np.float32),
-            "episodes": episodes}
+
+    def choose(obs, m):
+        a_exp = int(agent.predict(obs, action_masks=m)[0])
+        with th.no_grad():
+            o = {k: th.as_tensor(v[None], dtype=th.float32, device=policy.device) for k, v in obs.items()}
+            a = int(masked_logits(policy, o, th.as_tensor(m[None], device=policy.device)).argmax(-1)[0])
+        _sync_expert(agent, env, a_exp, a)
+        return a_exp, a
+
+    return _labelled_rollouts(env, seeds, choose, gamma, max_steps)
 
 
 def merge(*datasets: dict) -> dict[str, Any]:

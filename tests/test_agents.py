@@ -18,7 +18,7 @@ from agents.policies import MASKED_LOGIT, masked_logits, policy_spec
 ROOT = Path(__file__).resolve().parent.parent
 ENV_ID = "clustergym/GPUCluster-v0"
 # test_bc_reproduces_mlfh_on_heldout_states, measured on the 2-core development machine (deterministic)
-MEASURED = {"agreement": 0.879, "row_agreement": 0.931}
+MEASURED = {"agreement": 0.748, "row_agreement": 0.797}
 
 
 def _model(env, policy="pairwise", algo="maskable", seed=0):
@@ -64,9 +64,11 @@ def test_pairwise_weights_transfer_to_other_sizes():
 def test_bc_reproduces_mlfh_on_heldout_states():
     """BC on 12 MLF-H training windows plus one DAgger round (the cloned policy's own rollouts on 4 more windows,
     labelled by MLF-H); agreement measured on MLF-H's rollouts on 4 other windows (states BC never saw).
-    Measured on this machine (MEASURED): 1,531 expert states, 310 DAgger states, 305 held-out states; agreement
-    0.213 untrained, 0.879 after BC (unchanged by the DAgger round), same task row 0.931; the rest is 0.069 task
-    row and 0.052 destination, no end-round disagreement. The thresholds sit 0.05 below."""
+    Measured on this machine (MEASURED), at 174a1ca: 2,385 expert states, 310 DAgger states, 305 held-out
+    states; agreement 0.167 untrained, 0.708 after BC, 0.748 after the DAgger round, same task row 0.797; the
+    rest is 0.203 task row and 0.049 destination, no end-round disagreement. (Before MLF-H's NIC-only
+    migration guard, 9ae086b, the same test measured 0.879 exact and 0.931 row: the guard changes which
+    tasks MLF-H migrates, and the network's row features do not restate it.) Thresholds sit 0.05 below."""
     cfg = {"split": "train"}
     data = collect("mlf-h", ENV_ID, cfg, range(100, 112))
     hold = collect("mlf-h", ENV_ID, cfg, range(900, 904))  # other windows: states BC never saw
