@@ -212,7 +212,6 @@ class ClusterEnv(gym.Env):
         self._dest[:min(self._S, self.K)] = np.arange(min(self._S, self.K))
         self._U_buf = np.empty((self._S, 4))
         self._free_buf = np.empty((3, self.K))
-        self._dest_arr = self._dest.copy()
         self._dest_list = self._dest.tolist()
         # (CPU, memory, GPU memory) demand per task for the fit mask; -inf GPU memory for a PS (takes no GPU)
         self._t_demand = np.array([(t.t.cpu_cores, t.t.memory_gb, -np.inf if t.is_ps else t.t.gpu_memory_gb)
@@ -408,8 +407,7 @@ class ClusterEnv(gym.Env):
                 ok = np.logical_and.reduce(free[None, :, :] >= self._t_demand[tids][:, :, None], axis=1)
                 if n_mig:
                     own = np.array([t.server for t in rows[:n_mig]], np.int64)
-                    dd = self._dest_arr[:k] if self._S <= K else dest
-                    ok[:n_mig] &= (dd[None, :] != own[:, None]) & ~over[d][None, :]
+                    ok[:n_mig] &= (dest[None, :k] != own[:, None]) & ~over[d][None, :]
                     m2[:n_mig, :k] = ok[:n_mig]
                     m2[:n_mig, K] = True
                     cands[:n_mig] = rows[:n_mig]

@@ -86,16 +86,20 @@ MLFS_SET = ("mlf-h", "mlfs-h+c", "graphene", "tiresias", "hypersched", "gandiva"
 MLFS_JCT_ORDER = (("mlf-h",), ("graphene",), ("tiresias", "hypersched", "gandiva"), ("fair",), ("slaq",))
 
 
+def _mlfs80_runs(policies, base_jobs: int, loads, seeds) -> list:
+    """Runs of ``policies`` on held-out Philly windows of mlfs-80 with base_jobs·x jobs per load factor x."""
+    sc = expand_loads([parse_scenario(f"mlfs80=clustergym/GPUCluster-v0:window_jobs={base_jobs},split=test")],
+                      loads, "jobs")
+    return make_runs([parse_policy(p) for p in policies], sc, seeds)
+
+
 @experiment
 def mlfs_overall(out: Path, quick: bool = False, seeds=None) -> dict:
     """MLFS Figs. 4-5: the MLFS comparison set on Philly windows of the 80-GPU cluster over loads x = 1/4..3."""
     base_jobs = 12 if quick else 30
     loads = (0.5, 1.0, 2.0) if quick else (0.25, 0.5, 1.0, 2.0, 3.0)
     seeds = seeds or ([0] if quick else [0, 1, 2])
-    pols = [parse_policy(p) for p in MLFS_SET]
-    sc = expand_loads([parse_scenario(f"mlfs80=clustergym/GPUCluster-v0:window_jobs={base_jobs},split=test")],
-                      loads, "jobs")
-    runs = make_runs(pols, sc, seeds)
+    runs = _mlfs80_runs(MLFS_SET, base_jobs, loads, seeds)
     notes = (f"MLFS comparison set on `clustergym/GPUCluster-v0` (mlfs-80: 20 x 4 V100; held-out Philly windows, "
              f"split=test). Load factor x scales the window: {base_jobs}·x jobs per episode (x = "
              f"{', '.join(f'{x:g}' for x in loads)}). Seeds {seeds} (seed = window + job mapping + simulator "
@@ -162,10 +166,7 @@ def mlfs_ablation(out: Path, quick: bool = False, seeds=None) -> dict:
     base_jobs = 15 if quick else 40
     loads = (1.0,) if quick else (1.0, 2.0)
     seeds = seeds or ([0] if quick else [0, 1, 2, 3, 4])
-    pols = [parse_policy(p) for p in ABLATION]
-    sc = expand_loads([parse_scenario(f"mlfs80=clustergym/GPUCluster-v0:window_jobs={base_jobs},split=test")],
-                      loads, "jobs")
-    runs = make_runs(pols, sc, seeds)
+    runs = _mlfs80_runs(ABLATION, base_jobs, loads, seeds)
     notes = (f"MLF-H variants (baselines/mlfs.py switches: `migrate`, `use_urgency`, `use_deadline`; MLF-C = "
              f"`mlfs-h+c` vs `mlf-h`) on held-out Philly windows of mlfs-80, {base_jobs}·x jobs, x = "
              f"{', '.join(f'{x:g}' for x in loads)}, seeds {seeds}. Effects are paired per (window, seed): "

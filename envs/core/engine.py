@@ -126,7 +126,7 @@ class Simulator:
         self.tasks: list[Task] = []
         self.job_by_id: dict[int, Job] = {}
         self._fit_cache: dict | None = None
-        self._cluster_totals: tuple[float, float, float] | None = None
+        self._cluster_totals = cluster_totals(cluster)  # for the whole-gang check of every job
         specs = sorted(jobs, key=lambda s: (s.submit_time, s.job_id))
         for spec in specs:
             if spec.job_id in self.job_by_id:
@@ -835,8 +835,6 @@ class Simulator:
         """Refuse a job with a task no server could ever host, or whose tasks together exceed the cluster
         (it would wait forever)."""
         c = self.cluster
-        if self._cluster_totals is None:
-            self._cluster_totals = cluster_totals(c.spec)
         short = gang_shortfall([t.t for t in job.tasks], c.spec, self._cluster_totals)
         if short:
             raise ValueError(f"job {job.jid} ({job.model.name}): {short}")
