@@ -85,7 +85,7 @@ T_IS_PS, T_GMEM, T_GUTIL, T_CPU, T_MEM = 5, 6, 7, 8, 9
 T_WAIT, T_SHARE = 2, 10
 H_R = 0.9                 # the simulator's default overload threshold h_r (MLFS §4.1)
 N_PAIR_FEATS = 12
-N_ROW_FEATS = 7
+N_ROW_FEATS = 8
 
 
 def _unsq(x: th.Tensor) -> th.Tensor:
@@ -93,28 +93,25 @@ def _unsq(x: th.Tensor) -> th.Tensor:
     return (x / (1.0 - x.abs()).clamp_min(1e-3)).clamp(-1e3, 1e3)
 
 
-def job_columns(task_dim: int, loss_history: int = 5) -> dict[str, int]:
+def job_columns(task_dim: int) -> dict[str, int]:
     """Indices of the job-level task columns the row features read (``urgency``, ``job_index``,
-    ``deadline_slack``, ``placed_share``). They sit after the model one-hot, whose width is inferred from
-    ``task_dim`` and ``loss_history`` (EnvConfig default 5); the layout is :func:`envs.observation.task_columns`."""
-    from envs.observation import JOB_DYNAMIC_HEAD, JOB_STATIC_TAIL, TASK_DYNAMIC, TASK_STATIC
+    ``deadline_slack``, ``placed_share``). They are in the observation's fixed prefix
+    (:data:`envs.observation.FIXED_TASK_COLUMNS`), so they do not depend on the model catalogue or the
+    env's ``loss_history``."""
+    from envs.observation import FIXED_TASK_COLUMNS as names
 
-    n_models = task_dim - len(TASK_DYNAMIC) - len(TASK_STATIC) - len(JOB_STATIC_TAIL) - len(JOB_DYNAMIC_HEAD) \
-        - int(loss_history)
-    if n_models < 0:
-        raise ValueError(f"task width {task_dim} is too small for the observation layout (loss_history "
-                         f"{loss_history})")
-    o_js = len(TASK_DYNAMIC) + len(TASK_STATIC) + n_models
-    o_jd = o_js + len(JOB_STATIC_TAIL)
-    return {"urgency": o_js + JOB_STATIC_TAIL.index("urgency"), "job_index": o_js + JOB_STATIC_TAIL.index("job_index"),
-            "slack": o_jd + JOB_DYNAMIC_HEAD.index("deadline_slack"),
-            "placed": o_jd + JOB_DYNAMIC_HEAD.index("placed_share")}
+    if task_dim < len(names):
+        raise ValueError(f"task width {task_dim} is narrower than the observation's fixed columns ({len(names)})")
+    return {"urgency": names.index("urgency"), "job_index": names.index("job_index"),
+            "slack": names.index("deadline_slack"), "placed": names.index("placed_share"),
+            "remaining": names.index("remaining_time")}
 
 
 def row_features(tasks: th.Tensor, cols: dict[str, int]) -> th.Tensor:
-    """Weight-free per-row features (B, W, 7) for the row score, restating the inputs of MLF-H's priority
+    """Weight-free per-row features (B, W, 8) for the row score, restating the inputs of MLF-H's priority
     (MLFS Eqs. 2-6) that the squashed observation hides from a small MLP: 1/deadline slack in hours (clamped
-    at one minute, sign kept), waiting hours, urgency x partition share; and the relative ones behind its
+    at one minute, sign kept), 1/remaining run time in hours (clamped at one minute), waiting hours, urgency x
+    partition share; and the relative ones behind its
     ordering (parameter servers first, then partly placed jobs, ties by arrival): "is a PS", "is the earliest
     PS row", "job partly placed", job index minus the earliest row's. Reductions are masked min over present
     rows, so the features are permutation-equivariant and independent of W. ``cols``: :func:`job_columns`."""
@@ -122,6 +119,8 @@ def row_features(tasks: th.Tensor, cols: dict[str, int]) -> th.Tensor:
     slack = _unsq(tasks[..., cols["slack"]])
     inv_slack = th.sign(slack) / slack.abs().clamp_min(1.0 / 60.0)
     wait = _unsq(tasks[..., T_WAIT])
+    remaining = _unsq(tasks[..., cols["remaining"]])
+    inv_remaining = 1.0 / remaining.clamp_min(1.0 / 60.0)
     lshare = tasks[..., cols["urgency"]] * 10.0 * tasks[..., T_SHARE]
     is_ps = (tasks[..., 5] > 0.5) & present
     jidx = tasks[..., cols["job_index"]]
@@ -130,7 +129,8 @@ def row_features(tasks: th.Tensor, cols: dict[str, int]) -> th.Tensor:
     earliest_ps = (is_ps & (jidx <= ps_first + 1e-7)).float()
     rel = jidx - th.where(present, jidx, big).amin(-1, keepdim=True).clamp(max=1.0)
     partly = ((tasks[..., cols["placed"]] > 0) & (tasks[..., 1] < 0.5) & present).float()  # waiting task, gang begun
-    f = th.stack((inv_slack.clamp(-60.0, 60.0) / 10.0, wait.clamp(max=100.0) / 10.0, lshare, is_ps.float(),
+    f = th.stack((inv_slack.clamp(-60.0, 60.0) / 10.0, inv_remaining / 10.0, wait.clamp(max=100.0) / 10.0, lshare,
+                  is_ps.float(),
                   earliest_ps, partly, rel * 10.0), -1)
     return f * present.unsqueeze(-1).float()
 

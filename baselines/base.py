@@ -107,16 +107,8 @@ def sim_cache(sim: "Simulator") -> dict:
 
 def ref_iter_time(sim: "Simulator", job: Job) -> float:
     """Reference iteration time of a job: its model's single-GPU iteration time averaged over the
-    cluster's GPUs (Hare's heterogeneity-averaged round time T̄_n; also MLF-H's run-time estimate).
-    Known at submission (profiling), so it is not clairvoyant."""
-    cache = sim_cache(sim).setdefault("ref_iter", {})
-    name = job.spec.model
-    v = cache.get(name)
-    if v is None:
-        types = sim.cluster.gpu_type
-        per = {ty: job.model.iter_time(ty) for ty in set(types)}
-        v = cache[name] = float(np.mean([per[ty] for ty in types]))
-    return v
+    cluster's GPUs (Hare's heterogeneity-averaged round time T̄_n; also MLF-H's run-time estimate)."""
+    return sim.cluster.mean_iter_time(job.model)
 
 
 def remaining_iters(job: Job) -> float:

@@ -46,9 +46,10 @@ class ClusterEnv(gym.Env):
       others). Ready tasks not shown count in ``global.queue_beyond_window``. With ``preemption=True`` and
       tasks waiting, up to ``preempt_rows`` preemption candidates (one row per fully placed running job, its
       first task, most attained GPU service first) come between the migration candidates and the ready tasks.
-      Columns: task state/time features, task demands and DAG position, the job's model one-hot (over
-      ``model_names()``), urgency, deadline slack, iterations, accuracy, and the last ``loss_history``
-      loss reductions normalised as in MLFS Eq. (2): ``(l(I-j-1) - l(I-j)) / (l(0) - l(I))``.
+      Columns: task state/time features, task demands and DAG position, the job's urgency, deadline slack,
+      iterations, accuracy and remaining run time (``FIXED_TASK_COLUMNS``: at the same index whatever the
+      configuration), then the last ``loss_history`` loss reductions normalised as in MLFS Eq. (2):
+      ``(l(I-j-1) - l(I-j)) / (l(0) - l(I))``, then the job's model one-hot (over ``model_names()``).
     - ``servers`` (K, 20): one row per destination column: utilisation of GPU/CPU/memory/network (actual use,
       clipped at 2), free GPU memory (largest free on one GPU), free CPU and memory (nominal), GPU count, idle
       GPUs, overload flag, NIC speed, distance to the ideal virtual host, GPU-type one-hot

@@ -22,7 +22,7 @@ TASK_DYNAMIC = ("present", "is_running", "task_waiting_time", "task_running_time
 JOB_STATIC_TAIL = ("urgency", "max_iterations", "batch_size", "data_size", "n_tasks", "sync_ps",
                    "accuracy_requirement", "job_index")
 JOB_DYNAMIC_HEAD = ("age", "deadline_slack", "progress", "finished_iterations", "target_progress",
-                    "placed_share", "accuracy", "job_waiting_time", "job_running_time")
+                    "placed_share", "accuracy", "job_waiting_time", "job_running_time", "remaining_time")
 
 SERVER_COLUMNS = ("present", "util_gpu", "util_cpu", "util_mem", "util_net", "free_gpu_mem", "free_cpu",
                   "free_mem", "n_gpus", "idle_gpus", "overloaded", "nic", "ideal_distance") + tuple(
@@ -51,9 +51,14 @@ def ssq(x: float) -> float:
     return x / (1.0 + abs(x))
 
 
+# Columns whose position never depends on the configuration come first: a policy can read them by fixed
+# index whatever the model catalogue or ``loss_history`` (the pairwise policy's row features do).
+FIXED_TASK_COLUMNS = TASK_DYNAMIC + TASK_STATIC + JOB_STATIC_TAIL + JOB_DYNAMIC_HEAD
+
+
 def task_columns(model_names: list[str], loss_history: int) -> tuple[str, ...]:
-    return (TASK_DYNAMIC + TASK_STATIC + tuple(f"model_{m}" for m in model_names) + JOB_STATIC_TAIL
-            + JOB_DYNAMIC_HEAD + tuple(f"loss_reduction_{i}" for i in range(loss_history)))
+    return (FIXED_TASK_COLUMNS + tuple(f"loss_reduction_{i}" for i in range(loss_history))
+            + tuple(f"model_{m}" for m in model_names))
 
 
 class ObservationBuilder:
@@ -67,12 +72,13 @@ class ObservationBuilder:
         self.task_cols = task_columns(self.model_names, loss_history)
         self.n_dyn = len(TASK_DYNAMIC)
         self.n_tstat = len(TASK_STATIC)
-        self.n_jstat = len(self.model_names) + len(JOB_STATIC_TAIL)
+        self.n_jstat = len(JOB_STATIC_TAIL)
         self.n_jdyn = len(JOB_DYNAMIC_HEAD) + loss_history
         self.F = len(self.task_cols)
         self._o_tstat = self.n_dyn
         self._o_jstat = self._o_tstat + self.n_tstat
         self._o_jdyn = self._o_jstat + self.n_jstat
+        self._o_model = self._o_jdyn + self.n_jdyn
         self.tasks = np.zeros((W, self.F), np.float32)
         self.servers = np.zeros((K, len(SERVER_COLUMNS)), np.float32)
         self.gpu = np.full((K, G), -1.0, np.float32)
@@ -98,6 +104,7 @@ class ObservationBuilder:
     def reset(self, sim) -> None:
         """Precompute cluster-wide normalisers and clear caches (called once per episode)."""
         c = sim.cluster
+        self.cluster = c
         self._task_static.clear()
         self._job_static.clear()
         self._job_dyn.clear()
@@ -129,6 +136,11 @@ class ObservationBuilder:
         self._srv_template = tpl
         self.task_static = np.stack([self._tstat(t) for t in sim.tasks]) if sim.tasks else np.zeros((0, self.n_tstat), np.float32)
         self.job_static = np.stack([self._jstat(j) for j in sim.jobs]) if sim.jobs else np.zeros((0, self.n_jstat), np.float32)
+        self.job_model = np.zeros((len(sim.jobs), len(self.model_names)), np.float32)  # model one-hot per job
+        for k, j in enumerate(sim.jobs):
+            i = self.model_index.get(j.spec.model)
+            if i is not None:
+                self.job_model[k, i] = 1.0
 
     # ------------------------------------------------------------------ caches
     def _tstat(self, task) -> np.ndarray:
@@ -153,12 +165,7 @@ class ObservationBuilder:
         a = self._job_static.get(job.jid)
         if a is None:
             s, m = job.spec, job.model
-            a = np.zeros(self.n_jstat, np.float32)
-            i = self.model_index.get(s.model)
-            if i is not None:
-                a[i] = 1.0
-            o = len(self.model_names)
-            a[o:] = (
+            a = np.array((
                 s.urgency / 10.0,
                 min(1.0, math.log1p(s.max_iterations) / math.log1p(1e7)),
                 min(1.0, math.log2(max(1, m.batch_size)) / 12.0),
@@ -167,7 +174,7 @@ class ObservationBuilder:
                 1.0 if s.sync == "ps" else 0.0,
                 s.accuracy_requirement,
                 self.job_pos.get(job.jid, 0) / self.n_jobs,
-            )
+            ), np.float32)
             self._job_static[job.jid] = a
         return a
 
@@ -226,6 +233,8 @@ class ObservationBuilder:
             _interp(it / maxit, *self._acc_curve(job)),
             sq(waiting / ts),
             sq(job.running_time / ts),
+            # remaining iterations x the model's iteration time averaged over the cluster's GPUs (MLF-H's r_k)
+            sq(max(0.0, job.target_iters - it) * self.cluster.mean_iter_time(job.model) / ts),
             *red), np.float32)
         self._job_dyn[job.jid] = (key, a)
         return a
@@ -239,7 +248,7 @@ class ObservationBuilder:
         dense = self._S <= self.K
         T = self.tasks
         T.fill(0.0)
-        o1, o2, o3 = self._o_tstat, self._o_jstat, self._o_jdyn
+        o1, o2, o3, o4 = self._o_tstat, self._o_jstat, self._o_jdyn, self._o_model
         over = c.overloaded
         rows = [r for r, t in enumerate(candidates) if t is not None]
         n_mig = 0
@@ -264,7 +273,8 @@ class ObservationBuilder:
             T[:n, :o1] = dyn
             T[:n, o1:o2] = self.task_static[tids]
             T[:n, o2:o3] = self.job_static[jobs]
-            T[:n, o3:] = jd
+            T[:n, o3:o4] = jd
+            T[:n, o4:] = self.job_model[jobs]
 
         # affinity (W, K): share of the row task's DAG neighbours (parents, children, its PS) already placed on
         # each destination -- the pair feature behind MLF-H's bandwidth term and MLFS's bandwidth objective

@@ -18,7 +18,7 @@ from agents.policies import MASKED_LOGIT, masked_logits, policy_spec
 ROOT = Path(__file__).resolve().parent.parent
 ENV_ID = "clustergym/GPUCluster-v0"
 # test_bc_reproduces_mlfh_on_heldout_states, measured on the 2-core development machine (deterministic)
-MEASURED = {"agreement": 0.748, "row_agreement": 0.797}
+MEASURED = {"agreement": 0.889, "row_agreement": 0.938}
 
 
 def _model(env, policy="pairwise", algo="maskable", seed=0):
@@ -64,11 +64,12 @@ def test_pairwise_weights_transfer_to_other_sizes():
 def test_bc_reproduces_mlfh_on_heldout_states():
     """BC on 12 MLF-H training windows plus one DAgger round (the cloned policy's own rollouts on 4 more windows,
     labelled by MLF-H); agreement measured on MLF-H's rollouts on 4 other windows (states BC never saw).
-    Measured on this machine (MEASURED), at 174a1ca: 2,385 expert states, 310 DAgger states, 305 held-out
-    states; agreement 0.167 untrained, 0.708 after BC, 0.748 after the DAgger round, same task row 0.797; the
-    rest is 0.203 task row and 0.049 destination, no end-round disagreement. (Before MLF-H's NIC-only
-    migration guard, 9ae086b, the same test measured 0.879 exact and 0.931 row: the guard changes which
-    tasks MLF-H migrates, and the network's row features do not restate it.) Thresholds sit 0.05 below."""
+    Measured on this machine (MEASURED), with the ``remaining_time`` task column (MLF-H's r_k) and its row
+    feature: 2,385 expert states, 310 DAgger states, 305 held-out states; agreement 0.138 untrained, 0.885
+    after BC, 0.889 after the DAgger round, same task row 0.938; the rest is 0.062 task row and 0.049
+    destination, no end-round disagreement. (Without that column, at 174a1ca: 0.748 exact, 0.797 row: r_k
+    enters MLF-H's priority through 1/r_k, which the network could not infer from iteration counts.)
+    Thresholds sit 0.05 below."""
     cfg = {"split": "train"}
     data = collect("mlf-h", ENV_ID, cfg, range(100, 112))
     hold = collect("mlf-h", ENV_ID, cfg, range(900, 904))  # other windows: states BC never saw
@@ -155,8 +156,14 @@ def test_row_feature_columns_match_the_observation_layout():
     from envs.observation import task_columns
     from agents.policies import job_columns
 
-    for h in (5, 3):
-        names = task_columns(model_names(), h)
-        cols = job_columns(len(names), loss_history=h)
+    for h, models in ((5, model_names()), (3, model_names()), (1, model_names()[:2])):
+        names = task_columns(models, h)
+        cols = job_columns(len(names))
+        assert [names[cols[k]] for k in ("urgency", "job_index", "slack", "placed")] == [
+            "urgency", "job_index", "deadline_slack", "placed_share"]
+    for h in (3, 7):  # the env's own layout, default and non-default loss history (a mismatch once went unseen)
+        env = make_env(ENV_ID, {"window_jobs": 5, "loss_history": h})
+        names = env.unwrapped.obs_builder.task_cols
+        cols = job_columns(env.observation_space["tasks"].shape[1])
         assert [names[cols[k]] for k in ("urgency", "job_index", "slack", "placed")] == [
             "urgency", "job_index", "deadline_slack", "placed_share"]

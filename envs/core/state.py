@@ -34,6 +34,7 @@ class ClusterState:
         self.server_n_gpus = np.array([s.n_gpus for s in spec.servers], dtype=np.int64)
         self.gpu_mem_cap = np.array([spec.servers[s].gpu_memory_gb for s in gpu_server], dtype=np.float64)
         self.gpu_type = [spec.servers[s].gpu_type for s in gpu_server]
+        self._mean_iter_time: dict[str, float] = {}
         # nominal allocations
         self.gpu_mem_used = np.zeros(self.n_gpus)
         self.cpu_alloc = np.zeros(S)
@@ -57,6 +58,15 @@ class ClusterState:
         self._gpu_buf = np.empty(self.n_gpus)
         self._srv_buf = np.empty(S)
         self._net_cap_mbps = self.nic_gbps * 125.0
+
+    def mean_iter_time(self, model) -> float:
+        """A model's single-GPU iteration time averaged over the cluster's GPUs (s): the reference run-time
+        estimate of MLF-H and Hare (known at submission by profiling, so not clairvoyant)."""
+        v = self._mean_iter_time.get(model.name)
+        if v is None:
+            per = {ty: model.iter_time(ty) for ty in set(self.gpu_type)}
+            v = self._mean_iter_time[model.name] = float(np.mean([per[ty] for ty in self.gpu_type]))
+        return v
 
     def server_gpus(self, s: int) -> range:
         return self._server_gpu_ranges[s]
