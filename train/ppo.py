@@ -545,12 +545,12 @@ def make_parser() -> argparse.ArgumentParser:
         description="Train a PPO agent (MaskablePPO by default) on a clustergym scenario: behaviour-clone MLF-H, "
                     "fine-tune with PPO, log to TensorBoard, evaluate against the heuristics on held-out windows. "
                     "Flags left out take the --config YAML value, else the default (shown).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        )  # defaults are written into each help text: the flags default to None (= "take the config")
     D = DEFAULTS
     p.add_argument("--scenario", default=None, help=f"registered env id (default {D['scenario']})")
     p.add_argument("--timesteps", type=int, default=None, help=f"PPO env steps (default {D['timesteps']})")
     p.add_argument("--n-envs", type=int, default=None, help="parallel envs; >1 uses SubprocVecEnv (default 1)")
-    p.add_argument("--seed", type=int, default=None, help="seed (default 0)")
+    p.add_argument("--seed", type=int, default=None, help=f"seed (default {D['seed']})")
     p.add_argument("--config", default=None, help="YAML file overriding any default (unknown keys are rejected)")
     p.add_argument("--bc-steps", type=int, default=None, help=f"BC gradient steps, 0 = no warm start "
                                                               f"(default {D['bc_steps']})")
