@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import importlib.util
-import time
 from pathlib import Path
 
 import pytest
@@ -36,10 +35,8 @@ def _scalars(tb_dir: Path) -> dict[str, list]:
 
 
 def test_smoke_run_writes_everything(tmp_path):
-    t0 = time.time()
     cfg = ppo.build_config({**TINY, "out": str(tmp_path / "run")})
     res = ppo.train(cfg)
-    elapsed = time.time() - t0
     out = Path(res["out"])
     for f in ("config.yaml", "final_model.zip", "best_model.zip", "results.csv", "results.md", "episodes.csv",
               "bc.json", "checkpoints/last.zip", "state.json"):
@@ -54,7 +51,6 @@ def test_smoke_run_writes_everything(tmp_path):
     assert "train/value_loss" in tags and "eval/episode_return" in tags and "eval/mean_jct" in tags
     assert "episode/return" in tags and "summary/mean_jct" in tags and "summary/deadline_ratio" in tags
     assert res["num_timesteps"] == 256
-    assert elapsed < 90, elapsed  # < 60 s on an idle 2-core machine
 
 
 def test_resume_continues_steps_and_logs(tmp_path, capsys):
@@ -111,3 +107,25 @@ def test_checkpoint_selection_cannot_be_won_by_leaving_jobs_unfinished():
     # higher-is-better metrics are negated so that smaller is always better
     assert ppo.selection_score({"deadline_ratio": 0.9}, "deadline_ratio") < ppo.selection_score(
         {"deadline_ratio": 0.8}, "deadline_ratio")
+
+
+def test_checkpoint_selection_and_final_table_use_disjoint_windows(tmp_path):
+    """The best checkpoint is picked on the periodic-evaluation windows; the final table must not reuse them
+    (it would then report the selection's luck). Checked on the trace jobs the default windows hold."""
+    from agents.evaluate import make_env
+
+    cfg = ppo.build_config({"out": str(tmp_path)})
+    run = ppo.Run(cfg, tmp_path)
+    env = make_env(cfg["scenario"], ppo.env_config(cfg, "test"))
+
+    def jobs(seeds):
+        out = set()
+        for s in seeds:
+            env.reset(seed=s)
+            out |= {j.spec.job_id for j in env.unwrapped.sim.jobs}
+        return out
+
+    val, final = run.val_seeds(), run.final_seeds()
+    assert len(val) == cfg["eval_episodes"] and len(final) == cfg["final_eval_episodes"]
+    assert not set(val) & set(final)
+    assert not jobs(val) & jobs(final)

@@ -63,14 +63,16 @@ DEFAULTS: dict[str, Any] = {
     "vf_coef": 0.5,
     "max_grad_norm": 0.5,
     "target_kl": 0.02,
-    # evaluation on held-out windows (split="test")
+    # evaluation on held-out windows (split="test"): periodic evaluation (which picks the best checkpoint) and the
+    # final table use different windows, so the table is not measured on the windows the checkpoint was chosen on
     "eval_freq": 10_000,          # env steps between periodic evaluations (0 = only before/after training)
-    "eval_episodes": 3,           # held-out windows per periodic evaluation
+    "eval_episodes": 5,           # held-out windows per periodic evaluation
+    "val_seed": 20_000,           # periodic-evaluation windows use reset(seed=val_seed + i)
     "eval_max_steps": 10_000,     # agent-step cap per periodic evaluation episode (MLF-H needs < 1,000)
     "select_metric": "mean_jct_censored",  # best checkpoint: fewest unfinished jobs, then lowest mean of this
     "eval_baselines": ["mlf-h", "fifo"],
-    "eval_seed": 10_000,          # held-out windows use reset(seed=eval_seed + i)
-    "final_eval_episodes": 5,     # held-out windows in the final results table
+    "eval_seed": 10_000,          # final-table windows use reset(seed=eval_seed + i)
+    "final_eval_episodes": 20,    # held-out windows in the final results table
     "final_eval_max_steps": 10_000,  # agent-step cap per final evaluation episode (None = env's max_steps)
     "final_baselines": ["random", "fifo", "tiresias", "mlf-h", "mlfs-h+c"],
     "log_every": 2,               # one-line summary every this many PPO rollouts
@@ -261,8 +263,13 @@ class Run:
     def save_state(self) -> None:
         self.state_file.write_text(json.dumps(self.state, indent=1, default=float))
 
-    def eval_seeds(self, n: int) -> list[int]:
-        return [int(self.cfg["eval_seed"]) + i for i in range(n)]
+    def val_seeds(self) -> list[int]:
+        """Windows of the periodic evaluation (checkpoint selection)."""
+        return [int(self.cfg["val_seed"]) + i for i in range(int(self.cfg["eval_episodes"]))]
+
+    def final_seeds(self) -> list[int]:
+        """Windows of the final table: not the ones the best checkpoint was selected on."""
+        return [int(self.cfg["eval_seed"]) + i for i in range(int(self.cfg["final_eval_episodes"]))]
 
     def baseline_means(self) -> dict[str, dict[str, float]]:
         from agents.evaluate import evaluate, summarize
@@ -270,7 +277,7 @@ class Run:
         cfg = self.cfg
         for b in cfg["eval_baselines"]:
             if b not in self.state["baselines"]:
-                recs = evaluate(b, cfg["scenario"], env_config(cfg, "test"), self.eval_seeds(cfg["eval_episodes"]),
+                recs = evaluate(b, cfg["scenario"], env_config(cfg, "test"), self.val_seeds(),
                                 max_steps=cfg["eval_max_steps"])
                 self.state["baselines"][b] = {k: v["mean"] for k, v in summarize(recs).items()}
         return self.state["baselines"]
@@ -280,7 +287,7 @@ class Run:
 
         cfg = self.cfg
         t0 = time.time()
-        recs = evaluate(model, cfg["scenario"], env_config(cfg, "test"), self.eval_seeds(cfg["eval_episodes"]),
+        recs = evaluate(model, cfg["scenario"], env_config(cfg, "test"), self.val_seeds(),
                         max_steps=cfg["eval_max_steps"])
         s = {k: v["mean"] for k, v in summarize(recs).items()}
         base = self.baseline_means()
@@ -432,7 +439,7 @@ def final_evaluation(run: Run, model) -> tuple[list[dict], str, list[dict]]:
     from agents.evaluate import evaluate, results_table
 
     cfg = run.cfg
-    seeds = run.eval_seeds(cfg["final_eval_episodes"])
+    seeds = run.final_seeds()
     ecfg = env_config(cfg, "test")
     by_policy: dict[str, list[dict]] = {}
     print(f"Final evaluation on {len(seeds)} held-out windows (split='test', seeds {seeds[0]}..{seeds[-1]}) ...",
