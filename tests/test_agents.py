@@ -12,7 +12,7 @@ import torch as th
 
 import envs  # noqa: F401
 from agents.bc import agreement, behaviour_clone, collect, collect_dagger, disagreement_split, merge
-from agents.evaluate import evaluate, make_env, results_table, summarize, t95
+from agents.evaluate import evaluate, make_env, paired_table, results_table, summarize, t95
 from agents.policies import MASKED_LOGIT, masked_logits, policy_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,3 +167,22 @@ def test_row_feature_columns_match_the_observation_layout():
         cols = job_columns(env.observation_space["tasks"].shape[1])
         assert [names[cols[k]] for k in ("urgency", "job_index", "slack", "placed")] == [
             "urgency", "job_index", "deadline_slack", "placed_share"]
+
+
+def test_paired_table_by_hand():
+    agent = [{"seed": s, "mean_jct_censored": j, "deadline_ratio": d} for s, j, d in
+             ((1, 100.0, 1.0), (2, 200.0, 0.9), (3, 300.0, 1.0))]
+    other = [{"seed": s, "mean_jct_censored": j, "deadline_ratio": d} for s, j, d in
+             ((3, 330.0, 1.0), (1, 100.0, 0.8), (2, 190.0, 0.9))]  # paired by seed, not by position
+    rows, md = paired_table({"agent": agent, "mlf-h": other})
+    jct = next(r for r in rows if r["metric"] == "mean_jct_censored")
+    # differences 0, +10, -30: mean -20/3, s = sqrt(((20/3)^2 + (50/3)^2 + (70/3)^2)/2), t(0.975, 2) = 4.303
+    s = np.sqrt(((20 / 3) ** 2 + (50 / 3) ** 2 + (70 / 3) ** 2) / 2)
+    assert jct["mean_diff"] == pytest.approx(-20 / 3)
+    assert jct["ci95_high"] - jct["mean_diff"] == pytest.approx(4.3027 * s / np.sqrt(3), rel=1e-4)
+    assert (jct["better"], jct["equal"], jct["worse"]) == (1, 1, 1)
+    dl = next(r for r in rows if r["metric"] == "deadline_ratio")
+    assert (dl["better"], dl["equal"], dl["worse"]) == (1, 2, 0)  # higher is better for deadlines
+    assert "| mlf-h | mean_jct_censored |" in md
+    with pytest.raises(ValueError, match="seed"):
+        paired_table({"agent": agent, "fifo": other[:2]})

@@ -38,13 +38,14 @@ def test_smoke_run_writes_everything(tmp_path):
     cfg = ppo.build_config({**TINY, "out": str(tmp_path / "run")})
     res = ppo.train(cfg)
     out = Path(res["out"])
-    for f in ("config.yaml", "final_model.zip", "best_model.zip", "results.csv", "results.md", "episodes.csv",
+    for f in ("config.yaml", "final_model.zip", "best_model.zip", "results.csv", "paired.csv", "results.md", "episodes.csv",
               "bc.json", "checkpoints/last.zip", "state.json"):
         assert (out / f).exists(), f
     md = (out / "results.md").read_text()
     for p in ("agent", "fifo", "mlf-h"):
         assert f"| {p} |" in md
     assert "mean_jct" in md and "deadline_ratio" in md
+    assert "| mlf-h | mean_jct_censored |" in md  # the paired comparison
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert saved["timesteps"] == 256 and saved["env"] == {"window_jobs": 10}
     tags = _scalars(out / "tb" / "ppo_1")

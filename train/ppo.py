@@ -436,7 +436,7 @@ def warm_start(run: Run, model) -> dict:
 
 
 def final_evaluation(run: Run, model) -> tuple[list[dict], str, list[dict]]:
-    from agents.evaluate import evaluate, results_table
+    from agents.evaluate import evaluate, paired_table, results_table
 
     cfg = run.cfg
     seeds = run.final_seeds()
@@ -450,6 +450,10 @@ def final_evaluation(run: Run, model) -> tuple[list[dict], str, list[dict]]:
         by_policy[name] = evaluate(pol, cfg["scenario"], ecfg, seeds, name=name, max_steps=cfg["final_eval_max_steps"])
         print(f"  {name}: {time.time() - t0:.0f} s", flush=True)
     rows, md = results_table(by_policy)
+    prows, pmd = paired_table(by_policy, "agent")
+    _write_csv(run.out / "paired.csv", prows)
+    md += ("\n\nPaired on the same windows (agent − other; lower JCT and unfinished, higher deadline ratio are "
+           "better):\n\n" + pmd)
     records = [r for recs in by_policy.values() for r in recs]
     return rows, md, records
 
