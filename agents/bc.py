@@ -11,7 +11,7 @@ labels every state it visits with the expert's action, so BC also sees the state
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import torch as th
@@ -54,11 +54,18 @@ def _labelled_rollouts(env, seeds: Iterable[int], choose, gamma: float, max_step
             "episodes": episodes}
 
 
+def _env(env_id: str, config: dict | None, wrap: Callable | None):
+    env = make_env(env_id, config)
+    return wrap(env) if wrap is not None else env
+
+
 def collect(expert: str, env_id: str, config: dict | None, seeds: Iterable[int], gamma: float = 0.99,
-            max_steps: int | None = 5000) -> dict[str, Any]:
+            max_steps: int | None = 5000, wrap: Callable | None = None) -> dict[str, Any]:
+    """``wrap(env)``, if given, wraps the env the returns are computed on (the training reward, e.g.
+    :class:`agents.relative_reward.RelativeToHeuristic`), so the cloned critic matches what PPO will see."""
     import baselines
 
-    env = make_env(env_id, config)
+    env = _env(env_id, config, wrap)
     agent = baselines.make(expert, env=env)
 
     def choose(obs, m):
@@ -100,12 +107,12 @@ def _sync_expert(agent, env, expert_action: int, taken: int) -> None:
 
 
 def collect_dagger(policy, expert: str, env_id: str, config: dict | None, seeds: Iterable[int],
-                   gamma: float = 0.99, max_steps: int | None = 2000) -> dict[str, Any]:
+                   gamma: float = 0.99, max_steps: int | None = 2000, wrap: Callable | None = None) -> dict[str, Any]:
     """Roll out ``policy`` (an SB3 policy, greedy masked actions) and label each visited state with ``expert``'s
     action (DAgger). Same format as :func:`collect`; ``returns`` are the learner's discounted returns."""
     import baselines
 
-    env = make_env(env_id, config)
+    env = _env(env_id, config, wrap)
     agent = baselines.make(expert, env=env)
     policy.set_training_mode(False)
 

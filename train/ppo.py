@@ -41,6 +41,8 @@ DEFAULTS: dict[str, Any] = {
     "train_max_steps": 5000,      # agent steps per training episode (truncation; keeps episodes bounded)
     # behaviour cloning (warm start)
     "expert": "mlf-h",
+    "reward_baseline": None,      # a heuristic name: train on the reward minus that heuristic's on the same window
+                                  # (agents/relative_reward.py: an input-dependent baseline); None = the env's reward
     "bc_steps": 800,              # gradient steps on the expert's own rollouts; 0 = no warm start
     "bc_episodes": 40,            # expert episodes on training windows
     "bc_holdout_episodes": 5,     # further expert episodes to measure agreement on unseen states
@@ -339,8 +341,23 @@ def _make_vec_env(cfg: dict):
         ecfg.setdefault("max_steps", int(cfg["train_max_steps"]))
     n = int(cfg["n_envs"])
     vec_cls = SubprocVecEnv if n > 1 else DummyVecEnv
+    # Monitor sits inside the wrapper, so logged episode returns stay the env's own objective
     return make_vec_env(make_env, n_envs=n, seed=int(cfg["seed"]), vec_env_cls=vec_cls,
-                        env_kwargs={"env_id": cfg["scenario"], "config": ecfg})
+                        env_kwargs={"env_id": cfg["scenario"], "config": ecfg},
+                        wrapper_class=reward_wrapper(cfg, ecfg))
+
+
+def reward_wrapper(cfg: dict, ecfg: dict):
+    """The training-reward wrapper of ``cfg["reward_baseline"]`` for envs of config ``ecfg`` (None = none)."""
+    if not cfg.get("reward_baseline"):
+        return None
+    from functools import partial
+
+    from agents.evaluate import make_env
+    from agents.relative_reward import RelativeToHeuristic
+
+    return partial(RelativeToHeuristic, make_twin=partial(make_env, cfg["scenario"], dict(ecfg)),
+                   heuristic=cfg["reward_baseline"])
 
 
 def _new_model(cfg: dict, env, tb_dir: str):
@@ -369,7 +386,8 @@ def warm_start(run: Run, model) -> dict:
     hold_seeds = [base + 50_000 + i for i in range(cfg["bc_holdout_episodes"])]
     ecfg = env_config(cfg, "train")
     print(f"BC: rolling out {cfg['expert']} on {len(train_seeds)} + {len(hold_seeds)} training windows ...", flush=True)
-    data = collect(cfg["expert"], cfg["scenario"], ecfg, train_seeds, gamma=cfg["gamma"])
+    wrap = reward_wrapper(cfg, ecfg)  # value targets on the training reward
+    data = collect(cfg["expert"], cfg["scenario"], ecfg, train_seeds, gamma=cfg["gamma"], wrap=wrap)
     hold = collect(cfg["expert"], cfg["scenario"], ecfg, hold_seeds, gamma=cfg["gamma"]) if hold_seeds else None
     t1 = time.time()
     writer = None
@@ -398,7 +416,7 @@ def warm_start(run: Run, model) -> dict:
         t2 = time.time()
         seeds = [base + 100_000 + 1000 * k + i for i in range(cfg["bc_dagger_episodes"])]
         dd = collect_dagger(model.policy, cfg["expert"], cfg["scenario"], ecfg, seeds, gamma=cfg["gamma"],
-                            max_steps=cfg["bc_dagger_max_steps"])
+                            max_steps=cfg["bc_dagger_max_steps"], wrap=wrap)
         on_policy = agreement(model.policy, dd)  # before training on them: states the learner itself reaches
         data = merge(data, dd)
         behaviour_clone(model.policy, data, cfg["bc_dagger_steps"], cfg["bc_batch_size"], cfg["bc_lr"],
