@@ -135,7 +135,7 @@ def test_checkpoint_selection_and_final_table_use_disjoint_windows(tmp_path):
 def test_relative_reward_run_trains_on_it_and_evaluates_on_the_plain_objective(tmp_path):
     import cloudpickle
 
-    cfg = ppo.build_config({**TINY, "reward_baseline": "mlf-h", "out": str(tmp_path / "rel"), "final_eval_episodes": 1,
+    cfg = ppo.build_config({**TINY, "reward_baseline": "mlf-h", "train_max_steps": 2000, "env": {"window_jobs": 4}, "out": str(tmp_path / "rel"), "final_eval_episodes": 1,
                             "bc_dagger_rounds": 0})
     wrapper = ppo.reward_wrapper(cfg, ppo.env_config(cfg, "train"))
     cloudpickle.loads(cloudpickle.dumps(wrapper))  # SubprocVecEnv ships it to the workers
@@ -144,4 +144,5 @@ def test_relative_reward_run_trains_on_it_and_evaluates_on_the_plain_objective(t
     assert type(env.envs[0]).__name__ == "RelativeToHeuristic"  # Monitor inside: logged returns stay the objective
     env.close()
     assert res["num_timesteps"] == 256 and "| mlf-h |" in res["results_md"]
+    assert "episode/return_minus_baseline" in _scalars(tmp_path / "rel" / "tb" / "ppo_1")
     assert ppo.reward_wrapper(ppo.build_config({}), {}) is None  # the default trains on the env's reward

@@ -184,6 +184,11 @@ def _callbacks():
                 summ = info.get("summary")
                 if summ is not None and ep is not None:
                     rec = {"return": float(ep["r"])}
+                    if "heuristic_return" in info and not info.get("TimeLimit.truncated"):
+                        # reward_baseline runs, episodes that ended (not cut by the step cap): > 0 = better than
+                        # the baseline heuristic on that window
+                        rec["vs_baseline"] = float(ep["r"]) - float(info["heuristic_return"])
+                        self.logger.record_mean("episode/return_minus_baseline", rec["vs_baseline"])
                     for k, v in summ.items():
                         if isinstance(v, (int, float, np.integer, np.floating)):
                             self.logger.record_mean(f"summary/{k}", float(v))
@@ -202,7 +207,9 @@ def _callbacks():
                     xs = [r[k] for r in self.recent if k in r]
                     return float(np.mean(xs)) if xs else float("nan")
 
-                msg += (f" train episodes (last {len(self.recent)}): return {m('return'):.3f}, "
+                msg += (f" train episodes (last {len(self.recent)}): return {m('return'):.3f}"
+                        + (f" ({m('vs_baseline'):+.3f} vs baseline)" if any("vs_baseline" in r for r in self.recent)
+                           else "") + ", "
                         f"mean JCT {m('mean_jct'):.0f} s, deadline {m('deadline_ratio'):.2f}, "
                         f"accuracy {m('accuracy_ratio'):.2f}, overloads {m('overload_occurrences'):.1f}")
             else:
