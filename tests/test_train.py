@@ -145,4 +145,12 @@ def test_relative_reward_run_trains_on_it_and_evaluates_on_the_plain_objective(t
     env.close()
     assert res["num_timesteps"] == 256 and "| mlf-h |" in res["results_md"]
     assert "episode/return_minus_baseline" in _scalars(tmp_path / "rel" / "tb" / "ppo_1")
-    assert ppo.reward_wrapper(ppo.build_config({}), {}) is None  # the default trains on the env's reward
+    assert ppo.reward_wrapper(ppo.build_config({"reward_baseline": None}), {}) is None  # the env's own reward
+
+
+def test_reward_baseline_flag_and_its_errors():
+    assert ppo.build_config({})["reward_baseline"] == "mlf-h"
+    with pytest.raises(ppo.ConfigError, match="reward_baseline"):
+        ppo.build_config({"reward_baseline": "mlf-x"})
+    args = ppo.make_parser().parse_args(["--reward-baseline", "none"])
+    assert args.reward_baseline == "none"  # main() maps 'none' to None

@@ -41,8 +41,9 @@ DEFAULTS: dict[str, Any] = {
     "train_max_steps": 5000,      # agent steps per training episode (truncation; keeps episodes bounded)
     # behaviour cloning (warm start)
     "expert": "mlf-h",
-    "reward_baseline": None,      # a heuristic name: train on the reward minus that heuristic's on the same window
-                                  # (agents/relative_reward.py: an input-dependent baseline); None = the env's reward
+    "reward_baseline": "mlf-h",   # train on the env's reward minus this heuristic's on the same window
+                                  # (agents/relative_reward.py: an input-dependent baseline; without it PPO
+                                  # degraded the cloned policy, docs/training.md); None = the env's own reward
     "bc_steps": 800,              # gradient steps on the expert's own rollouts; 0 = no warm start
     "bc_episodes": 40,            # expert episodes on training windows
     "bc_holdout_episodes": 5,     # further expert episodes to measure agreement on unseen states
@@ -131,6 +132,12 @@ def build_config(overrides: dict | None = None, config_file: str | None = None) 
         raise ConfigError(f"algo must be 'maskable' or 'ppo', got {cfg['algo']!r}")
     if not isinstance(cfg["env"], dict):
         raise ConfigError("env must be a mapping of EnvConfig fields")
+    if cfg["reward_baseline"] is not None:
+        import baselines
+
+        if cfg["reward_baseline"] not in baselines.available():
+            raise ConfigError(f"reward_baseline must be None or one of {baselines.available()}, "
+                              f"got {cfg['reward_baseline']!r}")
     return cfg
 
 
@@ -592,6 +599,9 @@ def make_parser() -> argparse.ArgumentParser:
                                                               f"(default {D['bc_steps']})")
     p.add_argument("--reward-weights", default=None, help="beta_1..beta_5 of MLFS Eq. 7 as 5 comma-separated "
                                                           "floats (default: the env's 0.5,0.55,0.25,0.15,0.15)")
+    p.add_argument("--reward-baseline", default=None, metavar="HEURISTIC",
+                   help=f"train on the reward minus this heuristic's on the same window, 'none' = the env's own "
+                        f"reward (default {D['reward_baseline']})")
     p.add_argument("--out", default=None, help="run folder (default runs/<scenario>-<timestamp>)")
     p.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="continue the run in RUN_DIR from its last checkpoint (same config; flags given must match, "
@@ -610,8 +620,8 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
-_FLAG_KEYS = ("scenario", "timesteps", "n_envs", "seed", "bc_steps", "reward_weights", "out", "device", "policy",
-              "algo", "eval_episodes", "eval_freq", "final_eval_episodes")
+_FLAG_KEYS = ("scenario", "timesteps", "n_envs", "seed", "bc_steps", "reward_weights", "reward_baseline", "out", "device",
+              "policy", "algo", "eval_episodes", "eval_freq", "final_eval_episodes")
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
@@ -619,6 +629,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     flags = {k: getattr(args, k) for k in _FLAG_KEYS if getattr(args, k) is not None}
     if args.no_progress:
         flags["progress_bar"] = False
+    if str(flags.get("reward_baseline", "")).lower() == "none":
+        flags["reward_baseline"] = None
     try:
         if args.resume:
             run_dir = Path(args.resume)
