@@ -144,7 +144,8 @@ def test_relative_reward_run_trains_on_it_and_evaluates_on_the_plain_objective(t
     assert type(env.envs[0]).__name__ == "RelativeToHeuristic"  # Monitor inside: logged returns stay the objective
     env.close()
     assert res["num_timesteps"] == 256 and "| mlf-h |" in res["results_md"]
-    assert "episode/return_minus_baseline" in _scalars(tmp_path / "rel" / "tb" / "ppo_1")
+    tags = _scalars(tmp_path / "rel" / "tb" / "ppo_1")
+    assert "episode/return_minus_baseline" in tags and "episode/cut_by_step_cap" in tags
     assert ppo.reward_wrapper(ppo.build_config({"reward_baseline": None}), {}) is None  # the env's own reward
 
 

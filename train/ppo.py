@@ -188,9 +188,10 @@ def _callbacks():
                 if ep is not None:
                     self.logger.record_mean("episode/return", float(ep["r"]))
                     self.logger.record_mean("episode/length", float(ep["l"]))
+                    self.logger.record_mean("episode/cut_by_step_cap", float(bool(info.get("TimeLimit.truncated"))))
                 summ = info.get("summary")
                 if summ is not None and ep is not None:
-                    rec = {"return": float(ep["r"])}
+                    rec = {"return": float(ep["r"]), "cut": float(bool(info.get("TimeLimit.truncated")))}
                     if "heuristic_return" in info and not info.get("TimeLimit.truncated"):
                         # reward_baseline runs, episodes that ended (not cut by the step cap): > 0 = better than
                         # the baseline heuristic on that window
@@ -215,8 +216,9 @@ def _callbacks():
                     return float(np.mean(xs)) if xs else float("nan")
 
                 msg += (f" train episodes (last {len(self.recent)}): return {m('return'):.3f}"
-                        + (f" ({m('vs_baseline'):+.3f} vs baseline)" if any("vs_baseline" in r for r in self.recent)
-                           else "") + ", "
+                        + (f" ({m('vs_baseline'):+.3f} vs baseline on those that ended)"
+                           if any("vs_baseline" in r for r in self.recent) else "")
+                        + f", {m('cut'):.0%} cut by the step cap, "
                         f"mean JCT {m('mean_jct'):.0f} s, deadline {m('deadline_ratio'):.2f}, "
                         f"accuracy {m('accuracy_ratio'):.2f}, overloads {m('overload_occurrences'):.1f}")
             else:
