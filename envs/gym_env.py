@@ -212,10 +212,10 @@ class ClusterEnv(gym.Env):
         self._dest.fill(-1)
         self._dest[:min(self._S, self.K)] = np.arange(min(self._S, self.K))
         self._U_buf = np.empty((self._S, 4))
-        self._free_buf = np.empty((3, self.K))
+        self._free_buf = np.empty((3, self.K))  # (largest free GPU memory, free CPU, free memory) per destination
         self._dest_list = self._dest.tolist()
-        # (CPU, memory, GPU memory) demand per task for the fit mask; -inf GPU memory for a PS (takes no GPU)
-        self._t_demand = np.array([(t.t.cpu_cores, t.t.memory_gb, -np.inf if t.is_ps else t.t.gpu_memory_gb)
+        # (GPU memory, CPU, memory) demand per task for the fit mask; -inf GPU memory for a PS (takes no GPU)
+        self._t_demand = np.array([(-np.inf if t.is_ps else t.t.gpu_memory_gb, t.t.cpu_cores, t.t.memory_gb)
                                    for t in tasks], dtype=np.float64).reshape(-1, 3)
         self._n_jobs = max(1, self.sim.n_jobs)
         self._steps = 0
@@ -276,14 +276,18 @@ class ClusterEnv(gym.Env):
         return obs, reward, self._terminated, self._truncated, info
 
     # ------------------------------------------------------------------ internals
-    def _counters(self) -> np.ndarray:
+    def _counters(self) -> tuple[float, ...]:
+        # Python floats: the same float64 arithmetic as numpy, without five tiny-array calls per step
         m = self.sim.metrics
-        return np.array((m.jobs_in_system_integral, m.deadlines_met, m.cross_mb, m.accuracy_met, m.accuracy_sum))
+        return (float(m.jobs_in_system_integral), float(m.deadlines_met), float(m.cross_mb), float(m.accuracy_met),
+                float(m.accuracy_sum))
 
-    def _objectives(self, before: np.ndarray) -> np.ndarray:
-        d = self._counters() - before
+    def _objectives(self, before: tuple[float, ...]) -> np.ndarray:
+        a0, a1, a2, a3, a4 = self._counters()
+        b0, b1, b2, b3, b4 = before
         n, cfg = self._n_jobs, self.config
-        return np.array((-d[0] / (n * cfg.time_scale), d[1] / n, -d[2] / (n * cfg.bytes_scale), d[3] / n, d[4] / n))
+        return np.array((-(a0 - b0) / (n * cfg.time_scale), (a1 - b1) / n, -(a2 - b2) / (n * cfg.bytes_scale),
+                         (a3 - b3) / n, (a4 - b4) / n))
 
     def objective_totals(self) -> np.ndarray:
         """Episode-to-date objective sums (what the per-step ``info["objectives"]`` add up to)."""
@@ -357,6 +361,12 @@ class ClusterEnv(gym.Env):
             k = K
             d = dest
         self.destinations = list(self._dest_list) if self._S <= K else dest.tolist()
+        # free resources of the destinations: the fit mask below and the observation's server columns
+        free_raw = self._free_buf[:, :k]
+        free_raw[0] = c.server_max_free_gpu_mem[d]
+        np.subtract(c.cpu_cap[d], c.cpu_alloc[d], out=free_raw[1])
+        np.subtract(c.mem_cap[d], c.mem_alloc[d], out=free_raw[2])
+        self._free = free_raw
         mask, m2 = self._mask, self._mask2
         mask.fill(False)
         mask[-1] = True
@@ -397,18 +407,20 @@ class ClusterEnv(gym.Env):
             if n_mig < W and sim.queue:
                 rows.extend([t for t in sim.queue.values() if t.is_ready()])
             if rows:
-                # (free CPU, free memory, largest free GPU memory) + eps per destination, against each row's
+                # (largest free GPU memory, free CPU, free memory) + eps per destination, against each row's
                 # demands (a PS task's GPU-memory demand is -inf: it needs no GPU)
-                free = self._free_buf[:, :k]
-                np.subtract(c.cpu_cap[d], c.cpu_alloc[d], out=free[0])
-                np.subtract(c.mem_cap[d], c.mem_alloc[d], out=free[1])
-                free[2] = c.server_max_free_gpu_mem[d]
-                free += _EPS
+                free = free_raw + _EPS
                 tids = [t.tid for t in rows]
                 ok = np.logical_and.reduce(free[None, :, :] >= self._t_demand[tids][:, :, None], axis=1)
                 if n_mig:
-                    own = np.array([t.server for t in rows[:n_mig]], np.int64)
-                    ok[:n_mig] &= (dest[None, :k] != own[:, None]) & ~over[d][None, :]
+                    # a migration goes to another server that is not overloaded
+                    ok[:n_mig] &= ~over[d]
+                    col_of = None if self._S <= K else {s: i for i, s in enumerate(self.destinations)}
+                    for i in range(n_mig):
+                        s = rows[i].server
+                        col = s if col_of is None else col_of.get(s)
+                        if col is not None:
+                            ok[i, col] = False
                     m2[:n_mig, :k] = ok[:n_mig]
                     m2[:n_mig, K] = True
                     cands[:n_mig] = rows[:n_mig]
@@ -448,7 +460,7 @@ class ClusterEnv(gym.Env):
     def _make_obs(self) -> dict:
         self._obs = self.obs_builder.build(self.sim, self.candidates, self.candidate_kind, self._dest, self._dist,
                                            self._U, self._mask, self._queue_beyond, self._round_actions,
-                                           self._clock_offset)
+                                           self._clock_offset, self._free)
         return {k: v.copy() for k, v in self._obs.items()}
 
     def _why_invalid(self, a: int) -> str:

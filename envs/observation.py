@@ -62,7 +62,7 @@ def task_columns(model_names: list[str], loss_history: int) -> tuple[str, ...]:
 
 
 class ObservationBuilder:
-    """Fills preallocated arrays from the simulator; ``build`` returns fresh copies."""
+    """Builds the observation arrays from the simulator; ``build`` returns new arrays on every call."""
 
     def __init__(self, W: int, K: int, G: int, model_names: list[str], loss_history: int, time_scale: float):
         self.W, self.K, self.G, self.H = W, K, G, loss_history
@@ -79,11 +79,6 @@ class ObservationBuilder:
         self._o_jstat = self._o_tstat + self.n_tstat
         self._o_jdyn = self._o_jstat + self.n_jstat
         self._o_model = self._o_jdyn + self.n_jdyn
-        self.tasks = np.zeros((W, self.F), np.float32)
-        self.servers = np.zeros((K, len(SERVER_COLUMNS)), np.float32)
-        self.gpu = np.full((K, G), -1.0, np.float32)
-        self.glob = np.zeros(len(GLOBAL_COLUMNS), np.float32)
-        self.affinity = np.zeros((W, K), np.float32)
         self._task_static: dict[int, np.ndarray] = {}
         self._job_static: dict[int, np.ndarray] = {}
         self._job_dyn: dict[int, tuple[tuple, np.ndarray]] = {}
@@ -141,6 +136,17 @@ class ObservationBuilder:
             i = self.model_index.get(j.spec.model)
             if i is not None:
                 self.job_model[k, i] = 1.0
+        # one task row per task with its static columns (task, job, model one-hot) filled once per episode,
+        # plus an all-zero last row for the window's padding: a step gathers its rows in one indexing call
+        job_of = np.array([self.job_pos[t.job.jid] for t in sim.tasks], np.int64)
+        rows = np.zeros((len(sim.tasks) + 1, self.F), np.float32)
+        rows[:-1, self._o_tstat:self._o_jstat] = self.task_static
+        rows[:-1, self._o_jstat:self._o_jdyn] = self.job_static[job_of]
+        rows[:-1, self._o_model:] = self.job_model[job_of]
+        self._static_rows = rows
+        self._pad_row = len(sim.tasks)
+        self._gpu_template = np.full((self.K, self.G), -1.0, np.float32)
+        self._gmax = np.array([[self.max_gmem], [self.max_cpu], [self.max_mem]])
 
     # ------------------------------------------------------------------ caches
     def _tstat(self, task) -> np.ndarray:
@@ -241,49 +247,55 @@ class ObservationBuilder:
 
     # ------------------------------------------------------------------ build
     def build(self, sim, candidates, kinds, dest: np.ndarray, dist: np.ndarray, U: np.ndarray,
-              mask: np.ndarray, queue_beyond: int, round_actions: int, clock_offset: float) -> dict:
+              mask: np.ndarray, queue_beyond: int, round_actions: int, clock_offset: float,
+              free: np.ndarray | None = None) -> dict:
+        """The observation of the current state, as new arrays the caller owns (nothing is shared with the
+        builder). ``free``: (3, k) largest free GPU memory, free CPU cores and free memory of the k real
+        destination columns, when the caller already has them (computed from the cluster otherwise)."""
         now = sim.now
         ts = self.ts
         c = sim.cluster
         dense = self._S <= self.K
-        T = self.tasks
-        T.fill(0.0)
-        o1, o2, o3, o4 = self._o_tstat, self._o_jstat, self._o_jdyn, self._o_model
+        W = self.W
+        o1, o3, o4 = self._o_tstat, self._o_jdyn, self._o_model
         over = c.overloaded
-        rows = [r for r, t in enumerate(candidates) if t is not None]
+        # the env fills rows 0..n-1 and pads after them; any other layout takes the general path
+        n = W - candidates.count(None)
+        if all(t is not None for t in candidates[:n]):
+            rows = range(n)
+        else:
+            rows = [r for r, t in enumerate(candidates) if t is not None]
         n_mig = 0
-        if rows:
+        if n:
             dyn = []
             jd = []
-            tids = []
-            jobs = []
-            for r in rows:
+            tids = [self._pad_row] * W
+            for i, r in enumerate(rows):
                 task = candidates[r]
-                job = task.job
-                tids.append(task.tid)
-                jobs.append(self.job_pos[job.jid])
+                tids[r] = task.tid
                 if kinds[r] != "place":  # running: a migration or preemption candidate
                     n_mig += 1
                     dyn.append((1.0, 1.0, sq(task.waited / ts), sq((now - task.placed_at) / ts),
                                 1.0 if over[task.server] else 0.0))
                 else:
                     dyn.append((1.0, 0.0, sq((task.waited + now - task.queued_since) / ts), 0.0, 0.0))
-                jd.append(self._jdyn(job, now))
-            n = len(rows)
-            T[:n, :o1] = dyn
-            T[:n, o1:o2] = self.task_static[tids]
-            T[:n, o2:o3] = self.job_static[jobs]
-            T[:n, o3:o4] = jd
-            T[:n, o4:] = self.job_model[jobs]
+                jd.append(self._jdyn(task.job, now))
+            T = self._static_rows[tids]
+            if isinstance(rows, range):
+                T[:n, :o1] = dyn
+                T[:n, o3:o4] = jd
+            else:
+                T[rows, :o1] = dyn
+                T[rows, o3:o4] = jd
+        else:
+            T = np.zeros((W, self.F), np.float32)
 
         # affinity (W, K): share of the row task's DAG neighbours (parents, children, its PS) already placed on
         # each destination -- the pair feature behind MLF-H's bandwidth term and MLFS's bandwidth objective
-        A = self.affinity
-        A.fill(0.0)
-        if rows:
+        flat, wts = [], []
+        if n:
             col_of = self._col_of if dense else {int(s): i for i, s in enumerate(dest.tolist()) if s >= 0}
             K = self.K
-            flat, wts = [], []
             for r in rows:
                 task = candidates[r]
                 jt, t = task.job.tasks, task.t
@@ -298,19 +310,20 @@ class ObservationBuilder:
                         if col is not None:
                             flat.append(r * K + col)
                             wts.append(w)
-            if flat:  # one scatter-add, summed in float64 then rounded once to float32
-                A.reshape(-1)[:] = np.bincount(flat, wts, minlength=A.size)
+        if flat:  # one scatter-add, summed in float64 then rounded once to float32
+            A = np.bincount(flat, wts, minlength=W * self.K).astype(np.float32).reshape(W, self.K)
+        else:
+            A = np.zeros((W, self.K), np.float32)
 
         # servers
-        Sv = self.servers
-        G = self.gpu
         if dense:  # destinations are servers 0..S-1 (S <= K): slices, static columns from a template
             k = self._S
-            Sv[:] = self._srv_template
+            Sv = self._srv_template.copy()
+            G = self._gpu_template.copy() if k < self.K else np.empty((k, self.G), np.float32)
             Sv[:k, 1:5] = U
-            np.divide(c.server_max_free_gpu_mem, self.max_gmem, out=Sv[:k, 5])
-            Sv[:k, 6] = (c.cpu_cap - c.cpu_alloc) / self.max_cpu
-            Sv[:k, 7] = (c.mem_cap - c.mem_alloc) / self.max_mem
+            if free is None:
+                free = np.stack((c.server_max_free_gpu_mem, c.cpu_cap - c.cpu_alloc, c.mem_cap - c.mem_alloc))
+            Sv[:k, 5:8] = (free / self._gmax).T
             Sv[:k, 9] = np.add.reduceat(c.gpu_n_tasks == 0, c.server_first_gpu) / self.G
             Sv[:k, 10] = over
             Sv[:k, 12] = np.minimum(dist * 0.5, 2.0)
@@ -322,17 +335,17 @@ class ObservationBuilder:
             valid = dest >= 0
             d = dest[valid]
             k = len(d)
-            if k < self.K:
-                Sv.fill(0.0)
-                G.fill(-1.0)
+            Sv = np.zeros((self.K, len(SERVER_COLUMNS)), np.float32)
+            G = self._gpu_template.copy()
             if k:
                 gidx = self.gpu_idx[d]
                 gval = self.gpu_valid[d]
                 Sv[:k, 0] = 1.0
                 Sv[:k, 1:5] = U[d]
-                Sv[:k, 5] = c.server_max_free_gpu_mem[d] / self.max_gmem
-                Sv[:k, 6] = (c.cpu_cap[d] - c.cpu_alloc[d]) / self.max_cpu
-                Sv[:k, 7] = (c.mem_cap[d] - c.mem_alloc[d]) / self.max_mem
+                if free is None:
+                    free = np.stack((c.server_max_free_gpu_mem[d], c.cpu_cap[d] - c.cpu_alloc[d],
+                                     c.mem_cap[d] - c.mem_alloc[d]))
+                Sv[:k, 5:8] = (free / self._gmax).T
                 Sv[:k, 8] = self.n_gpus_f[d]
                 Sv[:k, 9] = ((c.gpu_n_tasks[gidx] == 0) & gval).sum(axis=1) / self.G
                 Sv[:k, 10] = over[d]
@@ -342,16 +355,15 @@ class ObservationBuilder:
                 G[:k] = np.where(gval, np.minimum(c.gpu_load[gidx], 4.0), -1.0)
 
         # global
-        gl = self.glob
         tod = 2.0 * math.pi * ((clock_offset + now) % 86400.0) / 86400.0
-        n = self.n_jobs
+        nj = self.n_jobs
         ended = sim.metrics.jobs_ended
         active = len(sim.active_jobs)
         # == sim.cluster_overload_degree() on the clipped U; add.reduce / n is what np.mean computes (same bits)
         ocd = float(np.add.reduce(np.sqrt(np.add.reduce(U * U, axis=1) / U.shape[1])) / U.shape[0])
-        gl[:] = (math.sin(tod), math.cos(tod), sq(queue_beyond / self.W), sq(len(sim.queue) / self.W),
-                 active / n, ended / n, (n - ended - active) / n, min(1.0, ocd), np.count_nonzero(over) / len(over),
-                 n_mig / self.W, sq(now / (24.0 * ts)), sq(round_actions / self.W))
-        return {"tasks": T.copy(), "servers": Sv.copy(), "gpu_loads": G.copy(), "global": gl.copy(),
-                "affinity": A.copy(),
+        gl = np.array((math.sin(tod), math.cos(tod), sq(queue_beyond / W), sq(len(sim.queue) / W),
+                       active / nj, ended / nj, (nj - ended - active) / nj, min(1.0, ocd),
+                       np.count_nonzero(over) / len(over), n_mig / W, sq(now / (24.0 * ts)), sq(round_actions / W)),
+                      np.float32)
+        return {"tasks": T, "servers": Sv, "gpu_loads": G, "global": gl, "affinity": A,
                 "action_mask": mask.astype(np.int8)}
