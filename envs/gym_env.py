@@ -315,7 +315,7 @@ class ClusterEnv(gym.Env):
         self._round_actions += 1
         self._record()
         self._build()
-        if not self._mask[:-1].any():
+        if not self._can_act:
             self._advance()
 
     def _advance(self, first: bool = False) -> None:
@@ -333,7 +333,7 @@ class ClusterEnv(gym.Env):
                 return
             self._record()
             self._build()
-            if self._mask[:-1].any():
+            if self._can_act:
                 return
 
     def _build(self, empty: bool = False) -> None:
@@ -380,10 +380,8 @@ class ClusterEnv(gym.Env):
             n_pre = 0
             mig_cap = W if self.config.migrate_rows is None else min(W, self.config.migrate_rows)
             if any_over and mig_cap:
-                server_tasks = c.server_tasks
                 for s in np.flatnonzero(over).tolist():
-                    ts = server_tasks[s]
-                    for t in (sorted(ts, key=_tid) if len(ts) > 1 else ts):
+                    for t in c.tasks_by_id(s):
                         if t.tid not in touched:
                             rows.append(t)
                             if len(rows) == mig_cap:
@@ -453,6 +451,7 @@ class ClusterEnv(gym.Env):
                             kinds[r] = "place"
                             r += 1
         self.candidates, self.candidate_kind = cands, kinds
+        self._can_act = r > 0  # == mask[:-1].any(): every row filled above allows at least one action
         self._queue_beyond = len(sim.queue) - n_place
         self._dist = dist_all[d]
         self._k = k
@@ -505,10 +504,6 @@ class ClusterEnv(gym.Env):
         if self.render_mode == "ansi":
             return render_ansi(self)
         return render_rgb(self)
-
-
-def _tid(t) -> int:
-    return t.tid
 
 
 def _attained(j) -> tuple[float, int]:

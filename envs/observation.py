@@ -103,6 +103,8 @@ class ObservationBuilder:
         self._task_static.clear()
         self._job_static.clear()
         self._job_dyn.clear()
+        self._nb_servers: dict[int, tuple[int, tuple[float, list[int]]]] = {}
+        self._aff_rows: dict[int, tuple[int, np.ndarray]] = {}
         self.max_gmem = float(c.gpu_mem_cap.max())
         self.max_cpu = float(c.cpu_cap.max())
         self.max_mem = float(c.mem_cap.max())
@@ -245,6 +247,37 @@ class ObservationBuilder:
         self._job_dyn[job.jid] = (key, a)
         return a
 
+    def _neighbour_servers(self, task) -> tuple[float, list[int]]:
+        """(1 / number of DAG neighbours, servers of the running neighbours in neighbour order) of a task;
+        cached until a task of its job is attached or detached (the only way a neighbour changes server)."""
+        version = task.job.placement_version
+        hit = self._nb_servers.get(task.tid)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        jt, t = task.job.tasks, task.t
+        nb = t.parents + t.children
+        running = [jt[k].server for k in nb if jt[k].state == 2 and jt[k].server >= 0]  # 2: RUNNING
+        out = (1.0 / len(nb) if nb else 0.0, running)
+        self._nb_servers[task.tid] = (version, out)
+        return out
+
+    def _affinity_row(self, task) -> np.ndarray:
+        """The task's affinity row when destination columns are the servers: the same float64 sums in the
+        same order as the scatter-add of the general case, rounded once to float32."""
+        version = task.job.placement_version
+        hit = self._aff_rows.get(task.tid)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        w, servers = self._neighbour_servers(task)
+        acc: dict[int, float] = {}
+        for s in servers:
+            acc[s] = acc.get(s, 0.0) + w
+        row = np.zeros(self.K, np.float32)
+        if acc:
+            row[list(acc)] = list(acc.values())
+        self._aff_rows[task.tid] = (version, row)
+        return row
+
     # ------------------------------------------------------------------ build
     def build(self, sim, candidates, kinds, dest: np.ndarray, dist: np.ndarray, U: np.ndarray,
               mask: np.ndarray, queue_beyond: int, round_actions: int, clock_offset: float,
@@ -292,26 +325,27 @@ class ObservationBuilder:
 
         # affinity (W, K): share of the row task's DAG neighbours (parents, children, its PS) already placed on
         # each destination -- the pair feature behind MLF-H's bandwidth term and MLFS's bandwidth objective
-        flat, wts = [], []
-        if n:
-            col_of = self._col_of if dense else {int(s): i for i, s in enumerate(dest.tolist()) if s >= 0}
+        if n and dense:  # destination column = server: one cached row per task
+            A = np.zeros((W, self.K), np.float32)
+            if isinstance(rows, range):
+                A[:n] = [self._affinity_row(candidates[r]) for r in rows]
+            else:
+                A[rows] = [self._affinity_row(candidates[r]) for r in rows]
+        elif n:
+            col_of = {int(s): i for i, s in enumerate(dest.tolist()) if s >= 0}
+            flat, wts = [], []
             K = self.K
             for r in rows:
-                task = candidates[r]
-                jt, t = task.job.tasks, task.t
-                nb = t.parents + t.children
-                if not nb:
-                    continue
-                w = 1.0 / len(nb)
-                for k in nb:
-                    nt = jt[k]
-                    if nt.state == 2:  # RUNNING
-                        col = col_of.get(nt.server)
-                        if col is not None:
-                            flat.append(r * K + col)
-                            wts.append(w)
-        if flat:  # one scatter-add, summed in float64 then rounded once to float32
-            A = np.bincount(flat, wts, minlength=W * self.K).astype(np.float32).reshape(W, self.K)
+                w, servers = self._neighbour_servers(candidates[r])
+                for s in servers:
+                    col = col_of.get(s)
+                    if col is not None:
+                        flat.append(r * K + col)
+                        wts.append(w)
+            if flat:  # one scatter-add, summed in float64 then rounded once to float32
+                A = np.bincount(flat, wts, minlength=W * K).astype(np.float32).reshape(W, K)
+            else:
+                A = np.zeros((W, K), np.float32)
         else:
             A = np.zeros((W, self.K), np.float32)
 

@@ -32,7 +32,7 @@ from typing import Callable, Iterable, Protocol
 import numpy as np
 
 from .catalogue import ModelProfile
-from .dag import critical_time, placement_plan
+from .dag import critical_time, job_graph, plan_placement
 from .hardware import ClusterSpec
 from .job import Job, JobState, Task, TaskState, make_job
 from .metrics import Metrics
@@ -148,6 +148,10 @@ class Simulator:
         self._mem_limit = (h * c.mem_cap).tolist()
         self._net_limit = (h * c.nic_gbps * 125.0).tolist()
         self._gpu_server = c.gpu_server.tolist()
+        # per-server bandwidths for plan_placement: lists of the arrays' own numpy scalars (same values and
+        # types as indexing the arrays, faster to index)
+        self._intra = list(c.intra_gbps)
+        self._nic = list(c.nic_gbps)
         self._gpu_hot = [False] * c.n_gpus
         self._server_hot_gpus = [0] * c.n_servers
         self._events: list = []
@@ -193,7 +197,7 @@ class Simulator:
     def running_tasks(self, server: int | None = None) -> list[Task]:
         if server is None:
             return [t for j in self.active_jobs.values() for t in j.tasks if t.state == TaskState.RUNNING]
-        return sorted(self.cluster.server_tasks[server], key=lambda t: t.tid)
+        return list(self.cluster.tasks_by_id(server))
 
     def overloaded_servers(self) -> list[int]:
         return [int(s) for s in np.flatnonzero(self.cluster.overloaded)]
@@ -551,6 +555,7 @@ class Simulator:
         c.cpu_alloc[server] += t.cpu_cores
         c.mem_alloc[server] += t.memory_gb
         c.server_tasks[server][task] = None
+        c.server_version[server] += 1
         if gpu >= 0:
             c.gpu_mem_used[gpu] += t.gpu_memory_gb
             c.gpu_n_tasks[gpu] += 1
@@ -559,6 +564,7 @@ class Simulator:
         job = task.job
         job.n_placed += 1
         job.plan = job.usage_layout = None
+        job.placement_version += 1
         self._schedule_usage(job)
         self._refresh_servers((server,), (gpu,) if gpu >= 0 else ())
 
@@ -569,6 +575,7 @@ class Simulator:
         c.cpu_alloc[server] -= t.cpu_cores
         c.mem_alloc[server] -= t.memory_gb
         del c.server_tasks[server][task]
+        c.server_version[server] += 1
         if gpu >= 0:
             c.gpu_mem_used[gpu] -= t.gpu_memory_gb
             c.gpu_n_tasks[gpu] -= 1
@@ -576,6 +583,7 @@ class Simulator:
         task.server, task.gpu = -1, -1
         task.job.n_placed -= 1
         task.job.plan = task.job.usage_layout = None
+        task.job.placement_version += 1
         self._refresh_servers((server,), (gpu,) if gpu >= 0 else ())
 
     def _refresh_servers(self, servers: Iterable[int], gpus: Iterable[int], memory_changed: bool = True) -> None:
@@ -689,7 +697,9 @@ class Simulator:
                 if job.plan is None:
                     servers = [t.server for t in tasks]
                     gpus = [t.gpu for t in tasks]
-                    job.plan = placement_plan([t.t for t in tasks], job.spec, servers, gpus, c.intra_gbps, c.nic_gbps)
+                    if job.graph is None:
+                        job.graph = job_graph([t.t for t in tasks], job.spec)
+                    job.plan = plan_placement(job.graph, servers, gpus, self._intra, self._nic)
                     job.unit_compute = [t.t.compute_share * job.model.iter_time(c.gpu_type[t.gpu]) if t.gpu >= 0 else 0.0
                                         for t in tasks]
                     job.slow_key = None
@@ -730,24 +740,30 @@ class Simulator:
                 job.epoch += 1
 
     def _update_net(self, job: Job, old_rate: float, old_cross: dict) -> None:
+        # the same sequence of float64 operations per server as in-place updates of c.net_mbps, on scalars
+        # (numpy element arithmetic costs several times more), written back once per server
         c = self.cluster
-        progressing_before = old_rate > 0
+        net = c.net_mbps
+        vals: dict[int, float] = {}
         changed = set()
-        if progressing_before:
+        if old_rate > 0:
             for (a, b), mb in old_cross.items():
-                c.net_mbps[a] -= mb * old_rate
-                c.net_mbps[b] -= mb * old_rate
+                vals[a] = (vals[a] if a in vals else net[a]) - mb * old_rate
+                vals[b] = (vals[b] if b in vals else net[b]) - mb * old_rate
                 changed.update((a, b))
         if job.rate > 0 and job.fully_placed:
+            rate = job.rate
             for (a, b), mb in job.cross_mb_per_iter.items():
-                c.net_mbps[a] += mb * job.rate
-                c.net_mbps[b] += mb * job.rate
+                vals[a] = (vals[a] if a in vals else net[a]) + mb * rate
+                vals[b] = (vals[b] if b in vals else net[b]) + mb * rate
                 changed.update((a, b))
-        h = self.config.overload_threshold
+        limit = self._net_limit
         for s in changed:
-            if abs(c.net_mbps[s]) < 1e-9:
-                c.net_mbps[s] = 0.0
-            if c.net_mbps[s] > h * c.nic_gbps[s] * 125.0 and not c.overloaded[s]:
+            v = vals[s]
+            if abs(v) < 1e-9:
+                v = 0.0
+            net[s] = v
+            if v > limit[s] and not c.overloaded[s]:
                 c.overloaded[s] = True
                 self._n_overloaded += 1
                 self.metrics.overload_occurrences += 1

@@ -79,6 +79,8 @@ class Job:
     cross_mb_rate_total: float = 0.0
     n_placed: int = 0
     plan: object = None  # dag.PlacementPlan of the current placement (None: recompute)
+    graph: object = None  # dag.JobGraph (placement-independent), built at the first full placement
+    placement_version: int = 0  # bumped whenever one of its tasks is attached or detached (keys caches)
     # (servers, their CPU and memory demand sums, GPUs) of the running tasks, for resource-use changes;
     # None = recompute (reset with ``plan`` whenever a task is attached or detached)
     usage_layout: object = None
