@@ -207,9 +207,14 @@ class Simulator:
 
     def fit_reason(self, task: Task, server: int, gpu: int | None = None, moving: bool = False) -> str | None:
         """Why ``task`` cannot be put on ``server`` (and ``gpu``), or None if it can."""
+        return self._fit(task, server, gpu, moving)[0]
+
+    def _fit(self, task: Task, server: int, gpu: int | None, moving: bool) -> tuple[str | None, int]:
+        """(fit_reason, the GPU the task would get: -1 for a PS, ``gpu`` if given, else best_gpu), so a command
+        looks for the best GPU once."""
         c = self.cluster
         if not 0 <= server < c.n_servers:
-            return f"unknown server {server} (valid: 0..{c.n_servers - 1})"
+            return f"unknown server {server} (valid: 0..{c.n_servers - 1})", -1
         t = task.t
         cpu_free = c.cpu_cap[server] - c.cpu_alloc[server]
         mem_free = c.mem_cap[server] - c.mem_alloc[server]
@@ -217,22 +222,23 @@ class Simulator:
             cpu_free += t.cpu_cores
             mem_free += t.memory_gb
         if t.cpu_cores > cpu_free + 1e-9:
-            return f"server {server} has {cpu_free:.2f} free CPU cores, task {task.tid} needs {t.cpu_cores:.2f}"
+            return f"server {server} has {cpu_free:.2f} free CPU cores, task {task.tid} needs {t.cpu_cores:.2f}", -1
         if t.memory_gb > mem_free + 1e-9:
-            return f"server {server} has {mem_free:.2f} GB free memory, task {task.tid} needs {t.memory_gb:.2f}"
+            return f"server {server} has {mem_free:.2f} GB free memory, task {task.tid} needs {t.memory_gb:.2f}", -1
         if task.is_ps:
             if gpu is not None and gpu >= 0:
-                return f"task {task.tid} is a parameter server and takes no GPU"
-            return None
+                return f"task {task.tid} is a parameter server and takes no GPU", -1
+            return None, -1
         if gpu is None:
-            return None if self.best_gpu(task, server, moving) >= 0 else (
-                f"no GPU on server {server} has {t.gpu_memory_gb:.2f} GB free for task {task.tid}")
+            g = self.best_gpu(task, server, moving)
+            return (None, g) if g >= 0 else (
+                f"no GPU on server {server} has {t.gpu_memory_gb:.2f} GB free for task {task.tid}", -1)
         if not (0 <= gpu < c.n_gpus and c.gpu_server[gpu] == server):
-            return f"GPU {gpu} is not on server {server}"
+            return f"GPU {gpu} is not on server {server}", -1
         free = c.gpu_mem_cap[gpu] - c.gpu_mem_used[gpu] + (t.gpu_memory_gb if moving and task.gpu == gpu else 0.0)
         if t.gpu_memory_gb > free + 1e-9:
-            return f"GPU {gpu} has {free:.2f} GB free, task {task.tid} needs {t.gpu_memory_gb:.2f}"
-        return None
+            return f"GPU {gpu} has {free:.2f} GB free, task {task.tid} needs {t.gpu_memory_gb:.2f}", -1
+        return None, gpu
 
     def best_gpu(self, task: Task, server: int, moving: bool = False) -> int:
         """MLFS §3.3.2: the least-loaded GPU of the server that has room (ties: lowest index); -1 if none."""
@@ -241,10 +247,16 @@ class Simulator:
         if c.server_max_free_gpu_mem[server] + (need if moving and task.server == server else 0.0) < need - 1e-9:
             return -1
         best, best_load = -1, math.inf
-        for g in c.server_gpus(server):
-            free = c.gpu_mem_cap[g] - c.gpu_mem_used[g] + (need if moving and task.gpu == g else 0.0)
+        r = c.server_gpus(server)
+        a, b = r.start, r.stop
+        # Python floats of the server's few GPUs (same values as reading the arrays element by element)
+        used, loads = c.gpu_mem_used[a:b].tolist(), c.gpu_load[a:b].tolist()
+        own = task.gpu if moving else -1
+        for i, cap in enumerate(c.gpu_mem_cap_list[a:b]):
+            g = a + i
+            free = cap - used[i] + (need if own == g else 0.0)
             if free + 1e-9 >= need:
-                load = c.gpu_load[g] - (self._task_gpu_use(task) if moving and task.gpu == g else 0.0)
+                load = loads[i] - (self._task_gpu_use(task) if own == g else 0.0)
                 if load < best_load - 1e-12:
                     best, best_load = g, load
         return best
@@ -289,10 +301,9 @@ class Simulator:
         if not task.is_ready():
             missing = [task.job.tasks[p].tid for p in task.t.parents if task.job.tasks[p].state != TaskState.RUNNING]
             raise InvalidCommand(f"task {tid} depends on tasks {missing} which are not placed yet")
-        reason = self.fit_reason(task, server, gpu)
+        reason, g = self._fit(task, server, gpu, False)
         if reason:
             raise InvalidCommand(reason)
-        g = -1 if task.is_ps else (gpu if gpu is not None else self.best_gpu(task, server))
         self.queue.pop(tid)
         task.waited += self.now - task.queued_since
         job = task.job
@@ -321,10 +332,9 @@ class Simulator:
         task = self.task(tid)
         if task.state != TaskState.RUNNING:
             raise InvalidCommand(f"task {tid} is {task.state.name}, only RUNNING tasks can be migrated")
-        reason = self.fit_reason(task, server, gpu, moving=True)
+        reason, g = self._fit(task, server, gpu, True)
         if reason:
             raise InvalidCommand(reason)
-        g = -1 if task.is_ps else (gpu if gpu is not None else self.best_gpu(task, server, moving=True))
         if server == task.server and g == task.gpu:
             raise InvalidCommand(f"task {tid} already runs on server {server} GPU {g}")
         job = task.job
@@ -669,8 +679,7 @@ class Simulator:
                     job.running_time += dt
                     mb = di * job.cross_mb_rate_total
                     job.cross_mb += mb
-                    for (a, b), per in job.cross_mb_per_iter.items():
-                        self.metrics.add_cross(a, b, per * di)
+                    self.metrics.add_cross_per_iter(job.cross_mb_per_iter, di)
                 job.waiting_time += (now - job.last_update) - dt
             else:
                 job.waiting_time += now - job.last_update
@@ -693,7 +702,8 @@ class Simulator:
             old_cross = job.cross_mb_per_iter
             old_rate = job.rate
             tasks = job.tasks
-            if job.fully_placed:
+            placed = job.n_placed == len(tasks)  # job.fully_placed; nothing below changes it
+            if placed:
                 if job.plan is None:
                     servers = [t.server for t in tasks]
                     gpus = [t.gpu for t in tasks]
@@ -702,11 +712,11 @@ class Simulator:
                     job.plan = plan_placement(job.graph, servers, gpus, self._intra, self._nic)
                     job.unit_compute = [t.t.compute_share * job.model.iter_time(c.gpu_type[t.gpu]) if t.gpu >= 0 else 0.0
                                         for t in tasks]
+                    job.slots = list(zip(servers, gpus))
                     job.slow_key = None
                 slow = []
-                for t in tasks:
-                    f = server_slow[t.server]
-                    g = t.gpu
+                for s, g in job.slots:
+                    f = server_slow[s]
                     if g >= 0 and gpu_slow[g] > f:
                         f = gpu_slow[g]
                     slow.append(f)
@@ -725,7 +735,7 @@ class Simulator:
                 job.cross_mb_rate_total = 0.0
             if old_rate != job.rate or old_cross is not job.cross_mb_per_iter:
                 self._update_net(job, old_rate, old_cross)
-            if job.rate > 0 and job.fully_placed:
+            if job.rate > 0 and placed:
                 if job.iters >= job.target_iters - 1e-9:
                     self._finish(job, JobState.FINISHED)
                     continue
@@ -741,30 +751,29 @@ class Simulator:
 
     def _update_net(self, job: Job, old_rate: float, old_cross: dict) -> None:
         # the same sequence of float64 operations per server as in-place updates of c.net_mbps, on scalars
-        # (numpy element arithmetic costs several times more), written back once per server
+        # (numpy element arithmetic costs several times more), written back once per server; the order in
+        # which the changed servers are then checked does not matter (the tick request is the same for all)
         c = self.cluster
         net = c.net_mbps
         vals: dict[int, float] = {}
-        changed = set()
         if old_rate > 0:
             for (a, b), mb in old_cross.items():
-                vals[a] = (vals[a] if a in vals else net[a]) - mb * old_rate
-                vals[b] = (vals[b] if b in vals else net[b]) - mb * old_rate
-                changed.update((a, b))
+                d = mb * old_rate
+                vals[a] = (vals[a] if a in vals else net[a]) - d
+                vals[b] = (vals[b] if b in vals else net[b]) - d
         if job.rate > 0 and job.fully_placed:
             rate = job.rate
             for (a, b), mb in job.cross_mb_per_iter.items():
-                vals[a] = (vals[a] if a in vals else net[a]) + mb * rate
-                vals[b] = (vals[b] if b in vals else net[b]) + mb * rate
-                changed.update((a, b))
-        limit = self._net_limit
-        for s in changed:
-            v = vals[s]
+                d = mb * rate
+                vals[a] = (vals[a] if a in vals else net[a]) + d
+                vals[b] = (vals[b] if b in vals else net[b]) + d
+        limit, overloaded = self._net_limit, c.overloaded
+        for s, v in vals.items():
             if abs(v) < 1e-9:
                 v = 0.0
             net[s] = v
-            if v > limit[s] and not c.overloaded[s]:
-                c.overloaded[s] = True
+            if v > limit[s] and not overloaded[s]:
+                overloaded[s] = True
                 self._n_overloaded += 1
                 self.metrics.overload_occurrences += 1
                 self._request_tick()

@@ -85,6 +85,7 @@ class Job:
     # None = recompute (reset with ``plan`` whenever a task is attached or detached)
     usage_layout: object = None
     unit_compute: list = field(default_factory=list)  # per task: compute share x iteration time on its GPU
+    slots: list = field(default_factory=list)  # per task: (server, GPU) of the placement ``plan`` is for
     slow_key: tuple | None = None  # contention factors the current rate was computed with
     scheduled: tuple | None = None  # (rate, target, paused_until) of the pending completion event
     has_run: bool = False

@@ -34,7 +34,7 @@ class ClusterState:
         self.server_n_gpus = np.array([s.n_gpus for s in spec.servers], dtype=np.int64)
         self.gpu_mem_cap = np.array([spec.servers[s].gpu_memory_gb for s in gpu_server], dtype=np.float64)
         self.gpu_type = [spec.servers[s].gpu_type for s in gpu_server]
-        self._gpu_mem_cap_list: list[float] = self.gpu_mem_cap.tolist()
+        self.gpu_mem_cap_list: list[float] = self.gpu_mem_cap.tolist()  # the same, as Python floats
         self._mean_iter_time: dict[str, float] = {}
         # nominal allocations
         self.gpu_mem_used = np.zeros(self.n_gpus)
@@ -86,7 +86,7 @@ class ClusterState:
     def refresh_free_gpu_mem(self, s: int) -> None:
         # on Python floats (one tolist per server instead of two numpy element reads per GPU): same values
         r = self._server_gpu_ranges[s]
-        self.server_max_free_gpu_mem[s] = max(map(float.__sub__, self._gpu_mem_cap_list[r.start:r.stop],
+        self.server_max_free_gpu_mem[s] = max(map(float.__sub__, self.gpu_mem_cap_list[r.start:r.stop],
                                                   self.gpu_mem_used[r.start:r.stop].tolist()))
 
     def utilisation_matrix(self, out: np.ndarray | None = None) -> np.ndarray:
