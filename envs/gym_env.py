@@ -345,7 +345,7 @@ class ClusterEnv(gym.Env):
         np.minimum(U, 2.0, out=U)  # network/CPU use can exceed capacity; features are clipped at 2
         self._U = U
         over = c.overloaded
-        n_over_servers = int(np.count_nonzero(over))
+        n_over_servers = sim.n_overloaded
         any_over = n_over_servers > 0
         if any_over and n_over_servers < self._S:
             ideal = U[~over].min(axis=0)
@@ -423,7 +423,8 @@ class ClusterEnv(gym.Env):
                     m2[:n_mig, K] = True
                     cands[:n_mig] = rows[:n_mig]
                     kinds[:n_mig] = ["migrate"] * n_over + ["preempt"] * (n_mig - n_over)
-                    m2[n_over:n_mig, :k] = False  # a preemption row only has "back to the queue"
+                    if n_mig > n_over:
+                        m2[n_over:n_mig, :k] = False  # a preemption row only has "back to the queue"
                 r = n_mig
                 if len(rows) > n_mig:
                     okp = ok[n_mig:]

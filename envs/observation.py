@@ -304,6 +304,7 @@ class ObservationBuilder:
             jd = []
             tids = [self._pad_row] * W
             jdyn = self._jdyn
+            prev_job = prev_jd = None  # a job's tasks often fill consecutive rows
             for r in rows:
                 task = candidates[r]
                 tids[r] = task.tid
@@ -317,7 +318,10 @@ class ObservationBuilder:
                 else:
                     w = (task.waited + now - task.queued_since) / ts
                     dyn.append((1.0, 0.0, w / (1.0 + w) if w > 0 else 0.0, 0.0, 0.0))
-                jd.append(jdyn(task.job, now))
+                job = task.job
+                if job is not prev_job:
+                    prev_job, prev_jd = job, jdyn(job, now)
+                jd.append(prev_jd)
             T = self._static_rows[tids]
             if isinstance(rows, range):
                 T[:n, :o1] = dyn

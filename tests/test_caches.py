@@ -29,6 +29,7 @@ SCENARIOS = {
 
 def check_simulator(sim) -> None:
     c = sim.cluster
+    assert sim.n_overloaded == np.count_nonzero(c.overloaded)
     for s in range(c.n_servers):
         assert c.tasks_by_id(s) == tuple(sorted(c.server_tasks[s], key=lambda t: t.tid))
         gpus = c.server_gpus(s)

@@ -199,6 +199,11 @@ class Simulator:
             return [t for j in self.active_jobs.values() for t in j.tasks if t.state == TaskState.RUNNING]
         return list(self.cluster.tasks_by_id(server))
 
+    @property
+    def n_overloaded(self) -> int:
+        """Number of overloaded servers (kept with the flags: == count_nonzero(cluster.overloaded))."""
+        return self._n_overloaded
+
     def overloaded_servers(self) -> list[int]:
         return [int(s) for s in np.flatnonzero(self.cluster.overloaded)]
 
