@@ -380,7 +380,10 @@ class ClusterEnv(gym.Env):
             n_pre = 0
             mig_cap = W if self.config.migrate_rows is None else min(W, self.config.migrate_rows)
             if any_over and mig_cap:
+                server_tasks = c.server_tasks
                 for s in np.flatnonzero(over).tolist():
+                    if not server_tasks[s]:  # overloaded by NIC traffic alone (big clusters have many)
+                        continue
                     for t in c.tasks_by_id(s):
                         if t.tid not in touched:
                             rows.append(t)
@@ -413,12 +416,13 @@ class ClusterEnv(gym.Env):
                 if n_mig:
                     # a migration goes to another server that is not overloaded
                     ok[:n_mig] &= ~over[d]
-                    col_of = None if self._S <= K else {s: i for i, s in enumerate(self.destinations)}
+                    dests = None if self._S <= K else self.destinations
                     for i in range(n_mig):
                         s = rows[i].server
-                        col = s if col_of is None else col_of.get(s)
-                        if col is not None:
-                            ok[i, col] = False
+                        if dests is None:
+                            ok[i, s] = False
+                        elif s in dests:
+                            ok[i, dests.index(s)] = False
                     m2[:n_mig, :k] = ok[:n_mig]
                     m2[:n_mig, K] = True
                     cands[:n_mig] = rows[:n_mig]

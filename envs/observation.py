@@ -341,7 +341,8 @@ class ObservationBuilder:
             else:
                 A[rows] = [self._affinity_row(candidates[r]) for r in rows]
         elif n:
-            col_of = {int(s): i for i, s in enumerate(dest.tolist()) if s >= 0}
+            dl = dest.tolist()  # padding -1 maps somewhere harmless: no running neighbour is on server -1
+            col_of = dict(zip(dl, range(len(dl))))
             flat, wts = [], []
             K = self.K
             for r in rows:

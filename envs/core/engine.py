@@ -656,7 +656,8 @@ class Simulator:
                     self._request_tick()
                 self._n_overloaded += 1 if over else -1
                 overloaded[s] = over
-            slow = self._contention(max(cu / self._cpu_cap[s], mu / self._mem_cap[s]))
+            ratio = max(cu / self._cpu_cap[s], mu / self._mem_cap[s])
+            slow = 1.0 if ratio <= 1.0 else self._contention(ratio)  # the common case without a call
             if slow != server_slow[s]:
                 server_slow[s] = slow
                 for t in c.server_tasks[s]:
