@@ -305,9 +305,14 @@ class ObservationBuilder:
             tids = [self._pad_row] * W
             jdyn = self._jdyn
             prev_job = prev_jd = None  # a job's tasks often fill consecutive rows
+            aff, aff_cache = [], self._aff_rows
             for r in rows:
                 task = candidates[r]
                 tids[r] = task.tid
+                if dense:  # _affinity_row's cache hit, checked here to save a call per row
+                    hit = aff_cache.get(task.tid)
+                    aff.append(hit[1] if hit is not None and hit[0] == task.job.placement_version
+                               else self._affinity_row(task))
                 # sq() inlined (x / (1 + x), 0 for x <= 0): a handful of calls per row add up
                 if kinds[r] != "place":  # running: a migration or preemption candidate
                     n_mig += 1
@@ -322,7 +327,7 @@ class ObservationBuilder:
                 if job is not prev_job:
                     prev_job, prev_jd = job, jdyn(job, now)
                 jd.append(prev_jd)
-            T = self._static_rows[tids]
+            T = self._static_rows.take(tids, axis=0)  # (take is cheaper than indexing with a list)
             if isinstance(rows, range):
                 T[:n, :o1] = dyn
                 T[:n, o3:o4] = jd
@@ -334,12 +339,12 @@ class ObservationBuilder:
 
         # affinity (W, K): share of the row task's DAG neighbours (parents, children, its PS) already placed on
         # each destination -- the pair feature behind MLF-H's bandwidth term and MLFS's bandwidth objective
-        if n and dense:  # destination column = server: one cached row per task
+        if n and dense:  # destination column = server: the cached rows gathered above
             A = np.zeros((W, self.K), np.float32)
             if isinstance(rows, range):
-                A[:n] = [self._affinity_row(candidates[r]) for r in rows]
+                A[:n] = aff
             else:
-                A[rows] = [self._affinity_row(candidates[r]) for r in rows]
+                A[rows] = aff
         elif n:
             dl = dest.tolist()  # padding -1 maps somewhere harmless: no running neighbour is on server -1
             col_of = dict(zip(dl, range(len(dl))))
@@ -368,7 +373,7 @@ class ObservationBuilder:
             if free is None:
                 free = np.stack((c.server_max_free_gpu_mem, c.cpu_cap - c.cpu_alloc, c.mem_cap - c.mem_alloc))
             Sv[:k, 5:8] = (free / self._gmax).T
-            Sv[:k, 9] = np.add.reduceat(c.gpu_n_tasks == 0, c.server_first_gpu) / self.G
+            Sv[:k, 9] = c.server_idle_gpus / self.G
             Sv[:k, 10] = over
             Sv[:k, 12] = np.minimum(dist * 0.5, 2.0)
             if self._full_servers:  # every server has G GPUs: the (S, G) load matrix is a reshape
@@ -391,7 +396,7 @@ class ObservationBuilder:
                                      c.mem_cap[d] - c.mem_alloc[d]))
                 Sv[:k, 5:8] = (free / self._gmax).T
                 Sv[:k, 8] = self.n_gpus_f[d]
-                Sv[:k, 9] = ((c.gpu_n_tasks[gidx] == 0) & gval).sum(axis=1) / self.G
+                Sv[:k, 9] = c.server_idle_gpus[d] / self.G
                 Sv[:k, 10] = over[d]
                 Sv[:k, 11] = self.nic_f[d]
                 Sv[:k, 12] = np.minimum(dist * 0.5, 2.0)
@@ -407,7 +412,7 @@ class ObservationBuilder:
         ocd = float(np.add.reduce(np.sqrt(np.add.reduce(U * U, axis=1) / U.shape[1])) / U.shape[0])
         gl = np.array((math.sin(tod), math.cos(tod), sq(queue_beyond / W), sq(len(sim.queue) / W),
                        active / nj, ended / nj, (nj - ended - active) / nj, min(1.0, ocd),
-                       np.count_nonzero(over) / len(over), n_mig / W, sq(now / (24.0 * ts)), sq(round_actions / W)),
+                       sim.n_overloaded / len(over), n_mig / W, sq(now / (24.0 * ts)), sq(round_actions / W)),
                       np.float32)
         return {"tasks": T, "servers": Sv, "gpu_loads": G, "global": gl, "affinity": A,
                 "action_mask": mask.astype(np.int8)}

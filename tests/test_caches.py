@@ -30,6 +30,7 @@ SCENARIOS = {
 def check_simulator(sim) -> None:
     c = sim.cluster
     assert sim.n_overloaded == np.count_nonzero(c.overloaded)
+    np.testing.assert_array_equal(c.server_idle_gpus, np.add.reduceat(c.gpu_n_tasks == 0, c.server_first_gpu))
     for s in range(c.n_servers):
         assert c.tasks_by_id(s) == tuple(sorted(c.server_tasks[s], key=lambda t: t.tid))
         gpus = c.server_gpus(s)

@@ -574,6 +574,8 @@ class Simulator:
         if gpu >= 0:
             c.gpu_mem_used[gpu] += t.gpu_memory_gb
             c.gpu_n_tasks[gpu] += 1
+            if c.gpu_n_tasks[gpu] == 1:
+                c.server_idle_gpus[server] -= 1
             c.gpu_tasks[gpu].append(task)
         self._apply_usage(task, +1.0)
         job = task.job
@@ -594,6 +596,8 @@ class Simulator:
         if gpu >= 0:
             c.gpu_mem_used[gpu] -= t.gpu_memory_gb
             c.gpu_n_tasks[gpu] -= 1
+            if c.gpu_n_tasks[gpu] == 0:
+                c.server_idle_gpus[server] += 1
             c.gpu_tasks[gpu].remove(task)
         task.server, task.gpu = -1, -1
         task.job.n_placed -= 1

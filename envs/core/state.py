@@ -42,6 +42,9 @@ class ClusterState:
         self.mem_alloc = np.zeros(S)
         self.gpu_n_tasks = np.zeros(self.n_gpus, dtype=np.int64)
         self.gpu_n_jobs = np.zeros(self.n_gpus, dtype=np.int64)  # distinct jobs sharing the GPU
+        # GPUs without a task per server (== add.reduceat(gpu_n_tasks == 0, server_first_gpu)), kept by the
+        # simulator as GPUs become busy or idle
+        self.server_idle_gpus = self.server_n_gpus.copy()
         # actual usage
         self.gpu_load = np.zeros(self.n_gpus)  # utilisation, may exceed 1 when shared
         # contention slowdowns, read one element at a time by the engine only: Python lists (no numpy scalars)
