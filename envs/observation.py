@@ -103,6 +103,7 @@ class ObservationBuilder:
         self._task_static.clear()
         self._job_static.clear()
         self._job_dyn.clear()
+        self._job_red: dict[int, tuple[int, list[float]]] = {}
         self._nb_servers: dict[int, tuple[int, tuple[float, list[int]]]] = {}
         self._aff_rows: dict[int, tuple[int, np.ndarray]] = {}
         self.max_gmem = float(c.gpu_mem_cap.max())
@@ -218,17 +219,24 @@ class ObservationBuilder:
             start = max(job.last_update, job.paused_until)
             if now > start:
                 it = min(job.target_iters, it + job.rate * (now - start))
-        H = self.H
-        red = [0.0] * H  # recent loss reductions
-        xs, ls = self._curve(job)
         i = math.floor(it)
-        if i >= 1:
-            # loss at iterations i, i-1, ..., i-H and at 0 (MLFS Eq. 2); pure-Python interpolation (fast)
-            lv = [_interp(max(0, i - j) / maxit, xs, ls) for j in range(H + 1)]
-            total = ls[0] - lv[0]
-            if total > 0:
-                for j in range(min(H, i)):  # j <= i - 1: iteration i - j >= 1
-                    red[j] = min(1.0, max(0.0, (lv[j + 1] - lv[j]) / total))
+        # the loss reductions depend on the whole iteration count only: a command that pauses or touches the
+        # job in a round changes the key above but rarely i
+        hit = self._job_red.get(job.jid)
+        if hit is not None and hit[0] == i:
+            red = hit[1]
+        else:
+            H = self.H
+            red = [0.0] * H  # recent loss reductions
+            xs, ls = self._curve(job)
+            if i >= 1:
+                # loss at iterations i, i-1, ..., i-H and at 0 (MLFS Eq. 2); pure-Python interpolation (fast)
+                lv = [_interp(max(0, i - j) / maxit, xs, ls) for j in range(H + 1)]
+                total = ls[0] - lv[0]
+                if total > 0:
+                    for j in range(min(H, i)):  # j <= i - 1: iteration i - j >= 1
+                        red[j] = min(1.0, max(0.0, (lv[j + 1] - lv[j]) / total))
+            self._job_red[job.jid] = (i, red)
         waiting = job.waiting_time + max(0.0, now - job.last_update) * (0.0 if job.fully_placed else 1.0)
         # one conversion of Python floats (same float32 rounding as element-wise assignment)
         a = np.array((

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import envs  # noqa: F401  (registers the ids)
 from envs.core.dag import placement_plan
 from envs.core.job import JobState, TaskState
+from envs.observation import ObservationBuilder
 
 DEFAULT = "clustergym/GPUCluster-v0"
 HETERO = "clustergym/Hetero-v0"
@@ -55,6 +56,14 @@ def check_simulator(sim) -> None:
 
 def check_env(u, obs) -> None:
     b = u.obs_builder
+    # a new builder (empty caches, free resources computed from the cluster) gives the same observation
+    fresh = ObservationBuilder(u.W, u.K, u.G, u.model_names, u.config.loss_history, u.config.time_scale)
+    fresh.reset(u.sim)
+    ref = fresh.build(u.sim, u.candidates, u.candidate_kind, u._dest, u._dist, u._U, u._mask, u._queue_beyond,
+                      u._round_actions, u._clock_offset)
+    assert sorted(ref) == sorted(obs)
+    for k in obs:
+        np.testing.assert_array_equal(obs[k], ref[k], err_msg=k)
     assert u._can_act == bool(u._mask[:-1].any())
     for k, v in obs.items():  # the caller's arrays are its own
         assert not np.shares_memory(v, u._obs[k]), k
