@@ -23,6 +23,7 @@ import numpy as np
 
 import baselines
 import envs  # noqa: F401
+from eval.bench_env import greedy
 
 DEFAULT = "clustergym/GPUCluster-v0"
 HETERO = "clustergym/Hetero-v0"
@@ -43,14 +44,6 @@ CASES: tuple[tuple[str, str, dict, str, int], ...] = (
     ("mlfs2474-greedy-10", BIG, {"window_jobs": 60}, "greedy", 10),
     ("mlfs2474-mlfh-11", BIG, {"window_jobs": 40, "window_size": 8, "n_destinations": 8}, "mlf-h", 11),
 )
-
-
-def _greedy(u) -> int:
-    m = u.action_masks()
-    for a in np.flatnonzero(m[:-1]):
-        if u.candidate_kind[a // (u.K + 1)] == "place":
-            return int(a)
-    return u.end_round_action
 
 
 def _update_step(h, obs: dict, reward, te: bool, tr: bool, info: dict, u) -> None:
@@ -83,7 +76,7 @@ def run_case(env_id: str, kw: dict, policy: str, seed: int, max_steps: int) -> t
         if policy == "random":
             a = int(rng.choice(np.flatnonzero(u.action_masks())))
         elif policy == "greedy":
-            a = _greedy(u)
+            a = greedy(u, rng)
         else:
             a = int(agent.predict(obs, action_masks=u.action_masks())[0])
         obs, r, te, tr, info = env.step(a)
