@@ -348,7 +348,7 @@ class ClusterEnv(gym.Env):
         n_over_servers = sim.n_overloaded
         any_over = n_over_servers > 0
         if any_over and n_over_servers < self._S:
-            ideal = U[~over].min(axis=0)
+            ideal = U.min(axis=0, where=~over[:, None], initial=np.inf)  # == U[~over].min(axis=0)
         else:
             ideal = U.min(axis=0)
         dist_all = np.sqrt(((U - ideal) ** 2).sum(axis=1))
@@ -381,7 +381,7 @@ class ClusterEnv(gym.Env):
             mig_cap = W if self.config.migrate_rows is None else min(W, self.config.migrate_rows)
             if any_over and mig_cap:
                 server_tasks = c.server_tasks
-                for s in np.flatnonzero(over).tolist():
+                for s in over.nonzero()[0].tolist():
                     if not server_tasks[s]:  # overloaded by NIC traffic alone (big clusters have many)
                         continue
                     for t in c.tasks_by_id(s):
@@ -412,7 +412,7 @@ class ClusterEnv(gym.Env):
                 # demands (a PS task's GPU-memory demand is -inf: it needs no GPU)
                 free = free_raw + _EPS
                 tids = [t.tid for t in rows]
-                ok = np.logical_and.reduce(free[None, :, :] >= self._t_demand[tids][:, :, None], axis=1)
+                ok = np.logical_and.reduce(free[None, :, :] >= self._t_demand.take(tids, axis=0)[:, :, None], axis=1)
                 if n_mig:
                     # a migration goes to another server that is not overloaded
                     ok[:n_mig] &= ~over[d]
@@ -432,7 +432,7 @@ class ClusterEnv(gym.Env):
                 r = n_mig
                 if len(rows) > n_mig:
                     okp = ok[n_mig:]
-                    sel = np.flatnonzero(np.logical_or.reduce(okp, axis=1)).tolist()
+                    sel = np.logical_or.reduce(okp, axis=1).nonzero()[0].tolist()
                     cap = self.config.rows_per_job
                     room = W - n_mig
                     if cap:  # at most `cap` rows per job, so one wide gang cannot fill the window
@@ -450,7 +450,7 @@ class ClusterEnv(gym.Env):
                     del sel[room:]
                     n_place = len(sel)
                     if n_place:
-                        m2[r:r + n_place, :k] = okp[sel]
+                        m2[r:r + n_place, :k] = okp.take(sel, axis=0)
                         for i in sel:
                             cands[r] = rows[n_mig + i]
                             kinds[r] = "place"

@@ -380,10 +380,11 @@ class ObservationBuilder:
             Sv[:k, 1:5] = U
             if free is None:
                 free = np.stack((c.server_max_free_gpu_mem, c.cpu_cap - c.cpu_alloc, c.mem_cap - c.mem_alloc))
-            Sv[:k, 5:8] = (free / self._gmax).T
-            Sv[:k, 9] = c.server_idle_gpus / self.G
+            # computed in float64 and rounded once into the float32 columns (out=), as an assignment would
+            np.divide(free, self._gmax, out=Sv[:k, 5:8].T)
+            np.divide(c.server_idle_gpus, self.G, out=Sv[:k, 9])
             Sv[:k, 10] = over
-            Sv[:k, 12] = np.minimum(dist * 0.5, 2.0)
+            np.minimum(dist * 0.5, 2.0, out=Sv[:k, 12])
             if self._full_servers:  # every server has G GPUs: the (S, G) load matrix is a reshape
                 np.minimum(c.gpu_load.reshape(k, self.G), 4.0, out=G[:k])
             else:
