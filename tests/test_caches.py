@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import envs  # noqa: F401  (registers the ids)
-from envs.core.dag import placement_plan
+from envs.core.dag import critical_time, placement_plan
 from envs.core.job import JobState, TaskState
 from envs.observation import ObservationBuilder
 
@@ -44,6 +44,8 @@ def check_simulator(sim) -> None:
         assert job.slots == list(zip(servers, gpus))
         fresh = placement_plan([t.t for t in job.tasks], job.spec, servers, gpus, c.intra_gbps, c.nic_gbps)
         assert job.plan == fresh
+        for slow, T in job.iter_times.items():  # cached iteration times of this placement
+            assert T == critical_time(fresh, [u * f for u, f in zip(job.unit_compute, slow)])
     # NIC load = sum over progressing jobs of their cross-server bytes x rate (summed in another order)
     net = np.zeros(c.n_servers)
     for job in sim.active_jobs.values():

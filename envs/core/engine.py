@@ -724,6 +724,7 @@ class Simulator:
                                         for t in tasks]
                     job.slots = list(zip(servers, gpus))
                     job.slow_key = None
+                    job.iter_times = {}
                 slow = []
                 for s, g in job.slots:
                     f = server_slow[s]
@@ -733,7 +734,12 @@ class Simulator:
                 slow_key = tuple(slow)
                 if slow_key != job.slow_key:
                     job.slow_key = slow_key
-                    T = critical_time(job.plan, [u * f for u, f in zip(job.unit_compute, slow)])
+                    # contention factors move among a few rounded values as resource use varies: keep the
+                    # iteration time of each for the current placement
+                    T = job.iter_times.get(slow_key)
+                    if T is None:
+                        T = critical_time(job.plan, [u * f for u, f in zip(job.unit_compute, slow)])
+                        job.iter_times[slow_key] = T
                     job.iter_time = T
                     job.rate = 1.0 / T if T > 0 else math.inf
                     job.cross_mb_per_iter = job.plan.cross

@@ -87,6 +87,7 @@ class Job:
     unit_compute: list = field(default_factory=list)  # per task: compute share x iteration time on its GPU
     slots: list = field(default_factory=list)  # per task: (server, GPU) of the placement ``plan`` is for
     slow_key: tuple | None = None  # contention factors the current rate was computed with
+    iter_times: dict = field(default_factory=dict)  # slow_key -> iteration time, for the current ``plan``
     scheduled: tuple | None = None  # (rate, target, paused_until) of the pending completion event
     has_run: bool = False
     # records
