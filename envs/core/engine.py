@@ -644,8 +644,7 @@ class Simulator:
             slow = self._contention(load) if n_jobs > 1 else 1.0
             if slow != gpu_slow[g]:
                 gpu_slow[g] = slow
-                for t in c.gpu_tasks[g]:
-                    self._touch(t.job)
+                self._touch_jobs(c.gpu_tasks[g])
         cpu_use, mem_use, net, overloaded, server_slow = c.cpu_use, c.mem_use, c.net_mbps, c.overloaded, c.server_slow
         for s in servers:
             if memory_changed:
@@ -664,8 +663,7 @@ class Simulator:
             slow = 1.0 if ratio <= 1.0 else self._contention(ratio)  # the common case without a call
             if slow != server_slow[s]:
                 server_slow[s] = slow
-                for t in c.server_tasks[s]:
-                    self._touch(t.job)
+                self._touch_jobs(c.server_tasks[s])
 
     def _contention(self, ratio: float) -> float:
         """Slowdown factor of an over-committed resource: ``ratio`` (use / capacity) rounded up to the
@@ -695,6 +693,16 @@ class Simulator:
                 job.waiting_time += now - job.last_update
             job.last_update = now
         self._dirty[job] = None
+
+    def _touch_jobs(self, tasks: Iterable[Task]) -> None:
+        """_touch the jobs of these tasks; a job's tasks usually come together, and touching a job again at
+        the same time changes nothing, so runs of one job are touched once."""
+        last = None
+        for t in tasks:
+            job = t.job
+            if job is not last:
+                self._touch(job)
+                last = job
 
     def _flush(self) -> None:
         """Recompute rates of touched jobs and reschedule their completions.
