@@ -104,6 +104,7 @@ class ObservationBuilder:
         self._job_static.clear()
         self._job_dyn.clear()
         self._job_red: dict[int, tuple[int, list[float]]] = {}
+        self._job_curves: dict[int, tuple[list, list, float]] = {}
         self._nb_servers: dict[int, tuple[int, tuple[float, list[int]]]] = {}
         self._aff_rows: dict[int, tuple[int, np.ndarray]] = {}
         self.max_gmem = float(c.gpu_mem_cap.max())
@@ -238,6 +239,10 @@ class ObservationBuilder:
                         red[j] = min(1.0, max(0.0, (lv[j + 1] - lv[j]) / total))
             self._job_red[job.jid] = (i, red)
         waiting = job.waiting_time + max(0.0, now - job.last_update) * (0.0 if job.fully_placed else 1.0)
+        per_job = self._job_curves.get(job.jid)
+        if per_job is None:  # the job's accuracy curve and mean iteration time, looked up once per episode
+            per_job = self._job_curves[job.jid] = (*self._acc_curve(job), self.cluster.mean_iter_time(job.model))
+        acc_x, acc_y, mean_it = per_job
         # one conversion of Python floats (same float32 rounding as element-wise assignment)
         a = np.array((
             sq((now - s.submit_time) / ts),
@@ -246,11 +251,11 @@ class ObservationBuilder:
             min(1.0, math.log1p(it) / math.log1p(1e7)),
             min(1.0, job.target_iters / maxit),
             job.n_placed / job.n_tasks,
-            _interp(it / maxit, *self._acc_curve(job)),
+            _interp(it / maxit, acc_x, acc_y),
             sq(waiting / ts),
             sq(job.running_time / ts),
             # remaining iterations x the model's iteration time averaged over the cluster's GPUs (MLF-H's r_k)
-            sq(max(0.0, job.target_iters - it) * self.cluster.mean_iter_time(job.model) / ts),
+            sq(max(0.0, job.target_iters - it) * mean_it / ts),
             *red), np.float32)
         self._job_dyn[job.jid] = (key, a)
         return a
@@ -277,12 +282,10 @@ class ObservationBuilder:
         if hit is not None and hit[0] == version:
             return hit[1]
         w, servers = self._neighbour_servers(task)
-        acc: dict[int, float] = {}
+        vals = [0.0] * self.K
         for s in servers:
-            acc[s] = acc.get(s, 0.0) + w
-        row = np.zeros(self.K, np.float32)
-        if acc:
-            row[list(acc)] = list(acc.values())
+            vals[s] += w
+        row = np.array(vals, np.float32)
         self._aff_rows[task.tid] = (version, row)
         return row
 
