@@ -34,7 +34,7 @@ import numpy as np
 from .catalogue import ModelProfile
 from .dag import critical_time, job_graph, plan_placement
 from .hardware import ClusterSpec
-from .job import Job, JobState, Task, TaskState, make_job
+from .job import JOB_ACTIVE, TASK_RUNNING, TASK_WAITING, Job, JobState, Task, TaskState, make_job
 from .metrics import Metrics
 from .state import ClusterState
 from .workload import STOP_OPTIONS, JobSpec
@@ -196,7 +196,7 @@ class Simulator:
 
     def running_tasks(self, server: int | None = None) -> list[Task]:
         if server is None:
-            return [t for j in self.active_jobs.values() for t in j.tasks if t.state == TaskState.RUNNING]
+            return [t for j in self.active_jobs.values() for t in j.tasks if t.state == TASK_RUNNING]
         return list(self.cluster.tasks_by_id(server))
 
     @property
@@ -301,7 +301,7 @@ class Simulator:
         """Put a ready waiting task on ``server`` (its least-loaded GPU with room unless ``gpu`` is given).
         Returns the GPU used (-1 for a PS)."""
         task = self.task(tid)
-        if task.state != TaskState.WAITING:
+        if task.state != TASK_WAITING:
             raise InvalidCommand(f"task {tid} is {task.state.name}, only WAITING tasks can be placed")
         if not task.is_ready():
             missing = [task.job.tasks[p].tid for p in task.t.parents if task.job.tasks[p].state != TaskState.RUNNING]
@@ -335,7 +335,7 @@ class Simulator:
         (``migration_base_s`` + state size over the slower NIC) and the state bytes count as cross-server
         traffic."""
         task = self.task(tid)
-        if task.state != TaskState.RUNNING:
+        if task.state != TASK_RUNNING:
             raise InvalidCommand(f"task {tid} is {task.state.name}, only RUNNING tasks can be migrated")
         reason, g = self._fit(task, server, gpu, True)
         if reason:
@@ -364,7 +364,7 @@ class Simulator:
         """Take a running task off its GPU and put it back in the queue (MLFS: a migration candidate
         that found no destination). Its job stops progressing until the task is placed again."""
         task = self.task(tid)
-        if task.state != TaskState.RUNNING:
+        if task.state != TASK_RUNNING:
             raise InvalidCommand(f"task {tid} is {task.state.name}, only RUNNING tasks can be requeued")
         job = task.job
         self._touch(job)
@@ -376,7 +376,7 @@ class Simulator:
         """Suspend a job: every placed task returns to the queue; restarting costs the suspend/resume
         overhead (UniSched Eq. 1: suspension ~4 s plus resumption growing with the GPU count)."""
         job = self.job(jid)
-        if job.state != JobState.ACTIVE:
+        if job.state != JOB_ACTIVE:
             raise InvalidCommand(f"job {jid} is {job.state.name}, only ACTIVE jobs can be preempted")
         if job.n_placed == 0:
             raise InvalidCommand(f"job {jid} has no placed task to preempt")
@@ -388,7 +388,7 @@ class Simulator:
     def stop(self, jid: int) -> None:
         """End a job now; its accuracy is what it has reached."""
         job = self.job(jid)
-        if job.state != JobState.ACTIVE:
+        if job.state != JOB_ACTIVE:
             raise InvalidCommand(f"job {jid} is {job.state.name}, only ACTIVE jobs can be stopped")
         self._finish(job, JobState.STOPPED)
         self._flush()
@@ -399,7 +399,7 @@ class Simulator:
         job = self.job(jid)
         if option not in STOP_OPTIONS:
             raise InvalidCommand(f"unknown stop option {option!r}; known: {STOP_OPTIONS}")
-        if job.state != JobState.ACTIVE:
+        if job.state != JOB_ACTIVE:
             raise InvalidCommand(f"job {jid} is {job.state.name}")
         self._touch(job)
         job.stop_option = option
@@ -477,27 +477,27 @@ class Simulator:
 
     def _handle(self, kind: int, job: Job, token: int) -> None:
         if kind == EV_ARRIVAL:
-            job.state = JobState.ACTIVE
+            job.state = JOB_ACTIVE
             job.last_update = self.now
             self.active_jobs[job.jid] = job
             for t in job.tasks:
                 self._enqueue(t)
             self._request_tick()
         elif kind == EV_COMPLETE:
-            if job.state == JobState.ACTIVE and token == job.epoch:
+            if job.state == JOB_ACTIVE and token == job.epoch:
                 self._touch(job)
                 job.iters = max(job.iters, job.target_iters)  # absorb float shortfall of rate x time
                 self._finish(job, JobState.FINISHED)
         elif kind == EV_DEADLINE:
-            if job.state == JobState.ACTIVE:
+            if job.state == JOB_ACTIVE:
                 self._touch(job)
                 job.acc_at_deadline = job.accuracy()
         elif kind == EV_RESUME:  # a checkpoint/restore pause ended: materialise progress, nothing else changes
-            if job.state == JobState.ACTIVE:
+            if job.state == JOB_ACTIVE:
                 self._touch(job)
         elif kind == EV_USAGE:
             self._usage_pending.discard(job.jid)
-            if job.state == JobState.ACTIVE and job.n_placed > 0:
+            if job.state == JOB_ACTIVE and job.n_placed > 0:
                 cfg = self.config
                 f = float(np.exp(self.rng.normal(0.0, cfg.usage_sigma)))
                 f = min(cfg.usage_max, max(cfg.usage_min, f))
@@ -511,7 +511,7 @@ class Simulator:
                 self._refresh_servers(layout[1], layout[2], memory_changed=False)
                 self._schedule_usage(job)
         elif kind == EV_GANG:
-            if job.state == JobState.ACTIVE and self._gang_token.get(job.jid) == token and 0 < job.n_placed < job.n_tasks:
+            if job.state == JOB_ACTIVE and self._gang_token.get(job.jid) == token and 0 < job.n_placed < job.n_tasks:
                 self._release(job)
                 job.gang_releases += 1
                 self.metrics.gang_releases += 1
@@ -524,7 +524,7 @@ class Simulator:
         per_server: dict[int, list[float]] = {}
         gpus = set()
         for t in job.tasks:
-            if t.state == TaskState.RUNNING:
+            if t.state == TASK_RUNNING:
                 acc = per_server.setdefault(t.server, [0.0, 0.0])
                 acc[0] += t.t.cpu_cores
                 acc[1] += t.t.memory_gb
@@ -538,7 +538,7 @@ class Simulator:
         """Every placed task of the job back to the queue (preemption, gang timeout)."""
         self._touch(job)
         for t in job.tasks:
-            if t.state == TaskState.RUNNING:
+            if t.state == TASK_RUNNING:
                 self._detach(t)
                 self._enqueue(t)
 
@@ -549,7 +549,7 @@ class Simulator:
             self._push(self.now + float(self.rng.exponential(mean)), EV_USAGE, job)
 
     def _enqueue(self, task: Task) -> None:
-        task.state = TaskState.WAITING
+        task.state = TASK_WAITING
         task.queued_since = self.now
         self.queue[task.tid] = task
 
@@ -564,7 +564,7 @@ class Simulator:
 
     def _attach(self, task: Task, server: int, gpu: int) -> None:
         c, t = self.cluster, task.t
-        task.state = TaskState.RUNNING
+        task.state = TASK_RUNNING
         task.server, task.gpu = server, gpu
         task.placed_at = self.now
         c.cpu_alloc[server] += t.cpu_cores
@@ -715,7 +715,7 @@ class Simulator:
         while self._dirty:
             job = next(iter(self._dirty))
             del self._dirty[job]
-            if job.state != JobState.ACTIVE:
+            if job.state != JOB_ACTIVE:
                 continue
             old_cross = job.cross_mb_per_iter
             old_rate = job.rate
@@ -805,9 +805,9 @@ class Simulator:
     def _finish(self, job: Job, state: JobState) -> None:
         self._touch(job)  # materialise progress (and bytes) up to now
         for t in job.tasks:
-            if t.state == TaskState.RUNNING:
+            if t.state == TASK_RUNNING:
                 self._detach(t)
-            elif t.state == TaskState.WAITING:
+            elif t.state == TASK_WAITING:
                 self.queue.pop(t.tid, None)
                 t.waited += self.now - t.queued_since
             t.state = TaskState.DONE
