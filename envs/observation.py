@@ -81,7 +81,7 @@ class ObservationBuilder:
         self._o_model = self._o_jdyn + self.n_jdyn
         self._task_static: dict[int, np.ndarray] = {}
         self._job_static: dict[int, np.ndarray] = {}
-        self._job_dyn: dict[int, tuple[tuple, np.ndarray]] = {}
+        self._job_dyn: dict = {}  # Job -> (key, row)
         self._curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def space(self, n_actions: int) -> spaces.Dict:
@@ -103,8 +103,8 @@ class ObservationBuilder:
         self._task_static.clear()
         self._job_static.clear()
         self._job_dyn.clear()
-        self._job_red: dict[int, tuple[int, list[float]]] = {}
-        self._job_curves: dict[int, tuple[list, list, float]] = {}
+        self._job_red: dict = {}  # Job -> (whole iterations, loss reductions)
+        self._job_curves: dict = {}  # Job -> (accuracy curve x, y, mean iteration time)
         self._nb_servers: dict[int, tuple[int, tuple[float, list[int]]]] = {}
         self._aff_rows: dict[int, tuple[int, np.ndarray]] = {}
         self.max_gmem = float(c.gpu_mem_cap.max())
@@ -209,21 +209,22 @@ class ObservationBuilder:
         # everything the row depends on besides the static spec: a placement, pause or progress update inside
         # a decision round (same `now`) must not serve the stale row
         key = (now, job.n_placed, job.iters, job.last_update, job.paused_until, job.state)
-        hit = self._job_dyn.get(job.jid)
+        hit = self._job_dyn.get(job)  # per-episode caches are keyed by the Job itself (no property call)
         if hit is not None and hit[0] == key:
             return hit[1]
         s, ts = job.spec, self.ts
         maxit = float(s.max_iterations)
         it = job.iters
         # progress not yet materialised (job running since last_update): extrapolate to now for the features
-        if job.rate > 0 and job.fully_placed and job.state == 1:
+        placed = job.n_placed == len(job.tasks)  # job.fully_placed
+        if job.rate > 0 and placed and job.state == 1:
             start = max(job.last_update, job.paused_until)
             if now > start:
                 it = min(job.target_iters, it + job.rate * (now - start))
         i = math.floor(it)
         # the loss reductions depend on the whole iteration count only: a command that pauses or touches the
         # job in a round changes the key above but rarely i
-        hit = self._job_red.get(job.jid)
+        hit = self._job_red.get(job)
         if hit is not None and hit[0] == i:
             red = hit[1]
         else:
@@ -237,11 +238,11 @@ class ObservationBuilder:
                 if total > 0:
                     for j in range(min(H, i)):  # j <= i - 1: iteration i - j >= 1
                         red[j] = min(1.0, max(0.0, (lv[j + 1] - lv[j]) / total))
-            self._job_red[job.jid] = (i, red)
-        waiting = job.waiting_time + max(0.0, now - job.last_update) * (0.0 if job.fully_placed else 1.0)
-        per_job = self._job_curves.get(job.jid)
+            self._job_red[job] = (i, red)
+        waiting = job.waiting_time + max(0.0, now - job.last_update) * (0.0 if placed else 1.0)
+        per_job = self._job_curves.get(job)
         if per_job is None:  # the job's accuracy curve and mean iteration time, looked up once per episode
-            per_job = self._job_curves[job.jid] = (*self._acc_curve(job), self.cluster.mean_iter_time(job.model))
+            per_job = self._job_curves[job] = (*self._acc_curve(job), self.cluster.mean_iter_time(job.model))
         acc_x, acc_y, mean_it = per_job
         # one conversion of Python floats (same float32 rounding as element-wise assignment)
         a = np.array((
@@ -257,7 +258,7 @@ class ObservationBuilder:
             # remaining iterations x the model's iteration time averaged over the cluster's GPUs (MLF-H's r_k)
             sq(max(0.0, job.target_iters - it) * mean_it / ts),
             *red), np.float32)
-        self._job_dyn[job.jid] = (key, a)
+        self._job_dyn[job] = (key, a)
         return a
 
     def _neighbour_servers(self, task) -> tuple[float, list[int]]:

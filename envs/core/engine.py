@@ -678,7 +678,7 @@ class Simulator:
         """Materialise a job's progress up to now and mark its rate for recomputation."""
         now = self.now
         if job.last_update < now:
-            if job.rate > 0 and job.fully_placed:
+            if job.rate > 0 and job.n_placed == len(job.tasks):  # fully placed
                 start = max(job.last_update, job.paused_until)
                 dt = max(0.0, now - start)
                 di = min(job.rate * dt, max(0.0, job.target_iters - job.iters))
