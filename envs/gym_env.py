@@ -212,10 +212,10 @@ class ClusterEnv(gym.Env):
         self._dest.fill(-1)
         self._dest[:min(self._S, self.K)] = np.arange(min(self._S, self.K))
         self._U_buf = np.empty((self._S, 4))
-        self._free_buf = np.empty((3, self.K))
+        self._free_buf = np.empty((3, self.K))  # (largest free GPU memory, free CPU, free memory) per destination
         self._dest_list = self._dest.tolist()
-        # (CPU, memory, GPU memory) demand per task for the fit mask; -inf GPU memory for a PS (takes no GPU)
-        self._t_demand = np.array([(t.t.cpu_cores, t.t.memory_gb, -np.inf if t.is_ps else t.t.gpu_memory_gb)
+        # (GPU memory, CPU, memory) demand per task for the fit mask; -inf GPU memory for a PS (takes no GPU)
+        self._t_demand = np.array([(-np.inf if t.is_ps else t.t.gpu_memory_gb, t.t.cpu_cores, t.t.memory_gb)
                                    for t in tasks], dtype=np.float64).reshape(-1, 3)
         self._n_jobs = max(1, self.sim.n_jobs)
         self._steps = 0
@@ -276,14 +276,18 @@ class ClusterEnv(gym.Env):
         return obs, reward, self._terminated, self._truncated, info
 
     # ------------------------------------------------------------------ internals
-    def _counters(self) -> np.ndarray:
+    def _counters(self) -> tuple[float, ...]:
+        # Python floats: the same float64 arithmetic as numpy, without five tiny-array calls per step
         m = self.sim.metrics
-        return np.array((m.jobs_in_system_integral, m.deadlines_met, m.cross_mb, m.accuracy_met, m.accuracy_sum))
+        return (float(m.jobs_in_system_integral), float(m.deadlines_met), float(m.cross_mb), float(m.accuracy_met),
+                float(m.accuracy_sum))
 
-    def _objectives(self, before: np.ndarray) -> np.ndarray:
-        d = self._counters() - before
+    def _objectives(self, before: tuple[float, ...]) -> np.ndarray:
+        a0, a1, a2, a3, a4 = self._counters()
+        b0, b1, b2, b3, b4 = before
         n, cfg = self._n_jobs, self.config
-        return np.array((-d[0] / (n * cfg.time_scale), d[1] / n, -d[2] / (n * cfg.bytes_scale), d[3] / n, d[4] / n))
+        return np.array((-(a0 - b0) / (n * cfg.time_scale), (a1 - b1) / n, -(a2 - b2) / (n * cfg.bytes_scale),
+                         (a3 - b3) / n, (a4 - b4) / n))
 
     def objective_totals(self) -> np.ndarray:
         """Episode-to-date objective sums (what the per-step ``info["objectives"]`` add up to)."""
@@ -311,7 +315,7 @@ class ClusterEnv(gym.Env):
         self._round_actions += 1
         self._record()
         self._build()
-        if not self._mask[:-1].any():
+        if not self._can_act:
             self._advance()
 
     def _advance(self, first: bool = False) -> None:
@@ -329,7 +333,7 @@ class ClusterEnv(gym.Env):
                 return
             self._record()
             self._build()
-            if self._mask[:-1].any():
+            if self._can_act:
                 return
 
     def _build(self, empty: bool = False) -> None:
@@ -341,10 +345,10 @@ class ClusterEnv(gym.Env):
         np.minimum(U, 2.0, out=U)  # network/CPU use can exceed capacity; features are clipped at 2
         self._U = U
         over = c.overloaded
-        n_over_servers = int(np.count_nonzero(over))
+        n_over_servers = sim.n_overloaded
         any_over = n_over_servers > 0
         if any_over and n_over_servers < self._S:
-            ideal = U[~over].min(axis=0)
+            ideal = U.min(axis=0, where=~over[:, None], initial=np.inf)  # == U[~over].min(axis=0)
         else:
             ideal = U.min(axis=0)
         dist_all = np.sqrt(((U - ideal) ** 2).sum(axis=1))
@@ -357,6 +361,12 @@ class ClusterEnv(gym.Env):
             k = K
             d = dest
         self.destinations = list(self._dest_list) if self._S <= K else dest.tolist()
+        # free resources of the destinations: the fit mask below and the observation's server columns
+        free_raw = self._free_buf[:, :k]
+        free_raw[0] = c.server_max_free_gpu_mem[d]
+        np.subtract(c.cpu_cap[d], c.cpu_alloc[d], out=free_raw[1])
+        np.subtract(c.mem_cap[d], c.mem_alloc[d], out=free_raw[2])
+        self._free = free_raw
         mask, m2 = self._mask, self._mask2
         mask.fill(False)
         mask[-1] = True
@@ -371,9 +381,10 @@ class ClusterEnv(gym.Env):
             mig_cap = W if self.config.migrate_rows is None else min(W, self.config.migrate_rows)
             if any_over and mig_cap:
                 server_tasks = c.server_tasks
-                for s in np.flatnonzero(over).tolist():
-                    ts = server_tasks[s]
-                    for t in (sorted(ts, key=_tid) if len(ts) > 1 else ts):
+                for s in over.nonzero()[0].tolist():
+                    if not server_tasks[s]:  # overloaded by NIC traffic alone (big clusters have many)
+                        continue
+                    for t in c.tasks_by_id(s):
                         if t.tid not in touched:
                             rows.append(t)
                             if len(rows) == mig_cap:
@@ -397,27 +408,31 @@ class ClusterEnv(gym.Env):
             if n_mig < W and sim.queue:
                 rows.extend([t for t in sim.queue.values() if t.is_ready()])
             if rows:
-                # (free CPU, free memory, largest free GPU memory) + eps per destination, against each row's
+                # (largest free GPU memory, free CPU, free memory) + eps per destination, against each row's
                 # demands (a PS task's GPU-memory demand is -inf: it needs no GPU)
-                free = self._free_buf[:, :k]
-                np.subtract(c.cpu_cap[d], c.cpu_alloc[d], out=free[0])
-                np.subtract(c.mem_cap[d], c.mem_alloc[d], out=free[1])
-                free[2] = c.server_max_free_gpu_mem[d]
-                free += _EPS
+                free = free_raw + _EPS
                 tids = [t.tid for t in rows]
-                ok = np.logical_and.reduce(free[None, :, :] >= self._t_demand[tids][:, :, None], axis=1)
+                ok = np.logical_and.reduce(free[None, :, :] >= self._t_demand.take(tids, axis=0)[:, :, None], axis=1)
                 if n_mig:
-                    own = np.array([t.server for t in rows[:n_mig]], np.int64)
-                    ok[:n_mig] &= (dest[None, :k] != own[:, None]) & ~over[d][None, :]
+                    # a migration goes to another server that is not overloaded
+                    ok[:n_mig] &= ~over[d]
+                    dests = None if self._S <= K else self.destinations
+                    for i in range(n_mig):
+                        s = rows[i].server
+                        if dests is None:
+                            ok[i, s] = False
+                        elif s in dests:
+                            ok[i, dests.index(s)] = False
                     m2[:n_mig, :k] = ok[:n_mig]
                     m2[:n_mig, K] = True
                     cands[:n_mig] = rows[:n_mig]
                     kinds[:n_mig] = ["migrate"] * n_over + ["preempt"] * (n_mig - n_over)
-                    m2[n_over:n_mig, :k] = False  # a preemption row only has "back to the queue"
+                    if n_mig > n_over:
+                        m2[n_over:n_mig, :k] = False  # a preemption row only has "back to the queue"
                 r = n_mig
                 if len(rows) > n_mig:
                     okp = ok[n_mig:]
-                    sel = np.flatnonzero(np.logical_or.reduce(okp, axis=1)).tolist()
+                    sel = np.logical_or.reduce(okp, axis=1).nonzero()[0].tolist()
                     cap = self.config.rows_per_job
                     room = W - n_mig
                     if cap:  # at most `cap` rows per job, so one wide gang cannot fill the window
@@ -435,12 +450,13 @@ class ClusterEnv(gym.Env):
                     del sel[room:]
                     n_place = len(sel)
                     if n_place:
-                        m2[r:r + n_place, :k] = okp[sel]
+                        m2[r:r + n_place, :k] = okp.take(sel, axis=0)
                         for i in sel:
                             cands[r] = rows[n_mig + i]
                             kinds[r] = "place"
                             r += 1
         self.candidates, self.candidate_kind = cands, kinds
+        self._can_act = r > 0  # == mask[:-1].any(): every row filled above allows at least one action
         self._queue_beyond = len(sim.queue) - n_place
         self._dist = dist_all[d]
         self._k = k
@@ -448,7 +464,7 @@ class ClusterEnv(gym.Env):
     def _make_obs(self) -> dict:
         self._obs = self.obs_builder.build(self.sim, self.candidates, self.candidate_kind, self._dest, self._dist,
                                            self._U, self._mask, self._queue_beyond, self._round_actions,
-                                           self._clock_offset)
+                                           self._clock_offset, self._free)
         return {k: v.copy() for k, v in self._obs.items()}
 
     def _why_invalid(self, a: int) -> str:
@@ -493,10 +509,6 @@ class ClusterEnv(gym.Env):
         if self.render_mode == "ansi":
             return render_ansi(self)
         return render_rgb(self)
-
-
-def _tid(t) -> int:
-    return t.tid
 
 
 def _attained(j) -> tuple[float, int]:

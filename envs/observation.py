@@ -62,7 +62,7 @@ def task_columns(model_names: list[str], loss_history: int) -> tuple[str, ...]:
 
 
 class ObservationBuilder:
-    """Fills preallocated arrays from the simulator; ``build`` returns fresh copies."""
+    """Builds the observation arrays from the simulator; ``build`` returns new arrays on every call."""
 
     def __init__(self, W: int, K: int, G: int, model_names: list[str], loss_history: int, time_scale: float):
         self.W, self.K, self.G, self.H = W, K, G, loss_history
@@ -79,14 +79,9 @@ class ObservationBuilder:
         self._o_jstat = self._o_tstat + self.n_tstat
         self._o_jdyn = self._o_jstat + self.n_jstat
         self._o_model = self._o_jdyn + self.n_jdyn
-        self.tasks = np.zeros((W, self.F), np.float32)
-        self.servers = np.zeros((K, len(SERVER_COLUMNS)), np.float32)
-        self.gpu = np.full((K, G), -1.0, np.float32)
-        self.glob = np.zeros(len(GLOBAL_COLUMNS), np.float32)
-        self.affinity = np.zeros((W, K), np.float32)
         self._task_static: dict[int, np.ndarray] = {}
         self._job_static: dict[int, np.ndarray] = {}
-        self._job_dyn: dict[int, tuple[tuple, np.ndarray]] = {}
+        self._job_dyn: dict = {}  # Job -> (key, row)
         self._curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def space(self, n_actions: int) -> spaces.Dict:
@@ -108,6 +103,10 @@ class ObservationBuilder:
         self._task_static.clear()
         self._job_static.clear()
         self._job_dyn.clear()
+        self._job_red: dict = {}  # Job -> (whole iterations, loss reductions)
+        self._job_curves: dict = {}  # Job -> (accuracy curve x, y, mean iteration time)
+        self._nb_servers: dict[int, tuple[int, tuple[float, list[int]]]] = {}
+        self._aff_rows: dict[int, tuple[int, np.ndarray]] = {}
         self.max_gmem = float(c.gpu_mem_cap.max())
         self.max_cpu = float(c.cpu_cap.max())
         self.max_mem = float(c.mem_cap.max())
@@ -141,6 +140,17 @@ class ObservationBuilder:
             i = self.model_index.get(j.spec.model)
             if i is not None:
                 self.job_model[k, i] = 1.0
+        # one task row per task with its static columns (task, job, model one-hot) filled once per episode,
+        # plus an all-zero last row for the window's padding: a step gathers its rows in one indexing call
+        job_of = np.array([self.job_pos[t.job.jid] for t in sim.tasks], np.int64)
+        rows = np.zeros((len(sim.tasks) + 1, self.F), np.float32)
+        rows[:-1, self._o_tstat:self._o_jstat] = self.task_static
+        rows[:-1, self._o_jstat:self._o_jdyn] = self.job_static[job_of]
+        rows[:-1, self._o_model:] = self.job_model[job_of]
+        self._static_rows = rows
+        self._pad_row = len(sim.tasks)
+        self._gpu_template = np.full((self.K, self.G), -1.0, np.float32)
+        self._gmax = np.array([[self.max_gmem], [self.max_cpu], [self.max_mem]])
 
     # ------------------------------------------------------------------ caches
     def _tstat(self, task) -> np.ndarray:
@@ -199,29 +209,41 @@ class ObservationBuilder:
         # everything the row depends on besides the static spec: a placement, pause or progress update inside
         # a decision round (same `now`) must not serve the stale row
         key = (now, job.n_placed, job.iters, job.last_update, job.paused_until, job.state)
-        hit = self._job_dyn.get(job.jid)
+        hit = self._job_dyn.get(job)  # per-episode caches are keyed by the Job itself (no property call)
         if hit is not None and hit[0] == key:
             return hit[1]
         s, ts = job.spec, self.ts
         maxit = float(s.max_iterations)
         it = job.iters
         # progress not yet materialised (job running since last_update): extrapolate to now for the features
-        if job.rate > 0 and job.fully_placed and job.state == 1:
+        placed = job.n_placed == len(job.tasks)  # job.fully_placed
+        if job.rate > 0 and placed and job.state == 1:
             start = max(job.last_update, job.paused_until)
             if now > start:
                 it = min(job.target_iters, it + job.rate * (now - start))
-        H = self.H
-        red = [0.0] * H  # recent loss reductions
-        xs, ls = self._curve(job)
         i = math.floor(it)
-        if i >= 1:
-            # loss at iterations i, i-1, ..., i-H and at 0 (MLFS Eq. 2); pure-Python interpolation (fast)
-            lv = [_interp(max(0, i - j) / maxit, xs, ls) for j in range(H + 1)]
-            total = ls[0] - lv[0]
-            if total > 0:
-                for j in range(min(H, i)):  # j <= i - 1: iteration i - j >= 1
-                    red[j] = min(1.0, max(0.0, (lv[j + 1] - lv[j]) / total))
-        waiting = job.waiting_time + max(0.0, now - job.last_update) * (0.0 if job.fully_placed else 1.0)
+        # the loss reductions depend on the whole iteration count only: a command that pauses or touches the
+        # job in a round changes the key above but rarely i
+        hit = self._job_red.get(job)
+        if hit is not None and hit[0] == i:
+            red = hit[1]
+        else:
+            H = self.H
+            red = [0.0] * H  # recent loss reductions
+            xs, ls = self._curve(job)
+            if i >= 1:
+                # loss at iterations i, i-1, ..., i-H and at 0 (MLFS Eq. 2); pure-Python interpolation (fast)
+                lv = [_interp(max(0, i - j) / maxit, xs, ls) for j in range(H + 1)]
+                total = ls[0] - lv[0]
+                if total > 0:
+                    for j in range(min(H, i)):  # j <= i - 1: iteration i - j >= 1
+                        red[j] = min(1.0, max(0.0, (lv[j + 1] - lv[j]) / total))
+            self._job_red[job] = (i, red)
+        waiting = job.waiting_time + max(0.0, now - job.last_update) * (0.0 if placed else 1.0)
+        per_job = self._job_curves.get(job)
+        if per_job is None:  # the job's accuracy curve and mean iteration time, looked up once per episode
+            per_job = self._job_curves[job] = (*self._acc_curve(job), self.cluster.mean_iter_time(job.model))
+        acc_x, acc_y, mean_it = per_job
         # one conversion of Python floats (same float32 rounding as element-wise assignment)
         a = np.array((
             sq((now - s.submit_time) / ts),
@@ -230,90 +252,143 @@ class ObservationBuilder:
             min(1.0, math.log1p(it) / math.log1p(1e7)),
             min(1.0, job.target_iters / maxit),
             job.n_placed / job.n_tasks,
-            _interp(it / maxit, *self._acc_curve(job)),
+            _interp(it / maxit, acc_x, acc_y),
             sq(waiting / ts),
             sq(job.running_time / ts),
             # remaining iterations x the model's iteration time averaged over the cluster's GPUs (MLF-H's r_k)
-            sq(max(0.0, job.target_iters - it) * self.cluster.mean_iter_time(job.model) / ts),
+            sq(max(0.0, job.target_iters - it) * mean_it / ts),
             *red), np.float32)
-        self._job_dyn[job.jid] = (key, a)
+        self._job_dyn[job] = (key, a)
         return a
+
+    def _neighbour_servers(self, task) -> tuple[float, list[int]]:
+        """(1 / number of DAG neighbours, servers of the running neighbours in neighbour order) of a task;
+        cached until a task of its job is attached or detached (the only way a neighbour changes server)."""
+        version = task.job.placement_version
+        hit = self._nb_servers.get(task.tid)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        jt, t = task.job.tasks, task.t
+        nb = t.parents + t.children
+        running = [jt[k].server for k in nb if jt[k].state == 2 and jt[k].server >= 0]  # 2: RUNNING
+        out = (1.0 / len(nb) if nb else 0.0, running)
+        self._nb_servers[task.tid] = (version, out)
+        return out
+
+    def _affinity_row(self, task) -> np.ndarray:
+        """The task's affinity row when destination columns are the servers: the same float64 sums in the
+        same order as the scatter-add of the general case, rounded once to float32."""
+        version = task.job.placement_version
+        hit = self._aff_rows.get(task.tid)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        w, servers = self._neighbour_servers(task)
+        vals = [0.0] * self.K
+        for s in servers:
+            vals[s] += w
+        row = np.array(vals, np.float32)
+        self._aff_rows[task.tid] = (version, row)
+        return row
 
     # ------------------------------------------------------------------ build
     def build(self, sim, candidates, kinds, dest: np.ndarray, dist: np.ndarray, U: np.ndarray,
-              mask: np.ndarray, queue_beyond: int, round_actions: int, clock_offset: float) -> dict:
+              mask: np.ndarray, queue_beyond: int, round_actions: int, clock_offset: float,
+              free: np.ndarray | None = None) -> dict:
+        """The observation of the current state, as new arrays the caller owns (nothing is shared with the
+        builder). ``free``: (3, k) largest free GPU memory, free CPU cores and free memory of the k real
+        destination columns, when the caller already has them (computed from the cluster otherwise)."""
         now = sim.now
         ts = self.ts
         c = sim.cluster
         dense = self._S <= self.K
-        T = self.tasks
-        T.fill(0.0)
-        o1, o2, o3, o4 = self._o_tstat, self._o_jstat, self._o_jdyn, self._o_model
+        W = self.W
+        o1, o3, o4 = self._o_tstat, self._o_jdyn, self._o_model
         over = c.overloaded
-        rows = [r for r, t in enumerate(candidates) if t is not None]
+        # the env fills rows 0..n-1 and pads after them; any other layout takes the general path
+        n = W - candidates.count(None)
+        if None not in candidates[:n]:
+            rows = range(n)
+        else:
+            rows = [r for r, t in enumerate(candidates) if t is not None]
         n_mig = 0
-        if rows:
+        if n:
             dyn = []
             jd = []
-            tids = []
-            jobs = []
+            tids = [self._pad_row] * W
+            jdyn = self._jdyn
+            prev_job = prev_jd = None  # a job's tasks often fill consecutive rows
+            aff, aff_cache = [], self._aff_rows
             for r in rows:
                 task = candidates[r]
-                job = task.job
-                tids.append(task.tid)
-                jobs.append(self.job_pos[job.jid])
+                tids[r] = task.tid
+                if dense:  # _affinity_row's cache hit, checked here to save a call per row
+                    hit = aff_cache.get(task.tid)
+                    aff.append(hit[1] if hit is not None and hit[0] == task.job.placement_version
+                               else self._affinity_row(task))
+                # sq() inlined (x / (1 + x), 0 for x <= 0): a handful of calls per row add up
                 if kinds[r] != "place":  # running: a migration or preemption candidate
                     n_mig += 1
-                    dyn.append((1.0, 1.0, sq(task.waited / ts), sq((now - task.placed_at) / ts),
+                    w = task.waited / ts
+                    x = (now - task.placed_at) / ts
+                    dyn.append((1.0, 1.0, w / (1.0 + w) if w > 0 else 0.0, x / (1.0 + x) if x > 0 else 0.0,
                                 1.0 if over[task.server] else 0.0))
                 else:
-                    dyn.append((1.0, 0.0, sq((task.waited + now - task.queued_since) / ts), 0.0, 0.0))
-                jd.append(self._jdyn(job, now))
-            n = len(rows)
-            T[:n, :o1] = dyn
-            T[:n, o1:o2] = self.task_static[tids]
-            T[:n, o2:o3] = self.job_static[jobs]
-            T[:n, o3:o4] = jd
-            T[:n, o4:] = self.job_model[jobs]
+                    w = (task.waited + now - task.queued_since) / ts
+                    dyn.append((1.0, 0.0, w / (1.0 + w) if w > 0 else 0.0, 0.0, 0.0))
+                job = task.job
+                if job is not prev_job:
+                    prev_job, prev_jd = job, jdyn(job, now)
+                jd.append(prev_jd)
+            T = self._static_rows.take(tids, axis=0)  # (take is cheaper than indexing with a list)
+            if isinstance(rows, range):
+                T[:n, :o1] = dyn
+                T[:n, o3:o4] = jd
+            else:
+                T[rows, :o1] = dyn
+                T[rows, o3:o4] = jd
+        else:
+            T = np.zeros((W, self.F), np.float32)
 
         # affinity (W, K): share of the row task's DAG neighbours (parents, children, its PS) already placed on
         # each destination -- the pair feature behind MLF-H's bandwidth term and MLFS's bandwidth objective
-        A = self.affinity
-        A.fill(0.0)
-        if rows:
-            col_of = self._col_of if dense else {int(s): i for i, s in enumerate(dest.tolist()) if s >= 0}
-            K = self.K
+        if n and dense:  # destination column = server: the cached rows gathered above
+            A = np.zeros((W, self.K), np.float32)
+            if isinstance(rows, range):
+                A[:n] = aff
+            else:
+                A[rows] = aff
+        elif n:
+            dl = dest.tolist()  # padding -1 maps somewhere harmless: no running neighbour is on server -1
+            col_of = dict(zip(dl, range(len(dl))))
             flat, wts = [], []
+            K = self.K
             for r in rows:
-                task = candidates[r]
-                jt, t = task.job.tasks, task.t
-                nb = t.parents + t.children
-                if not nb:
-                    continue
-                w = 1.0 / len(nb)
-                for k in nb:
-                    nt = jt[k]
-                    if nt.state == 2:  # RUNNING
-                        col = col_of.get(nt.server)
-                        if col is not None:
-                            flat.append(r * K + col)
-                            wts.append(w)
+                w, servers = self._neighbour_servers(candidates[r])
+                for s in servers:
+                    col = col_of.get(s)
+                    if col is not None:
+                        flat.append(r * K + col)
+                        wts.append(w)
             if flat:  # one scatter-add, summed in float64 then rounded once to float32
-                A.reshape(-1)[:] = np.bincount(flat, wts, minlength=A.size)
+                A = np.bincount(flat, wts, minlength=W * K).astype(np.float32).reshape(W, K)
+            else:
+                A = np.zeros((W, K), np.float32)
+        else:
+            A = np.zeros((W, self.K), np.float32)
 
         # servers
-        Sv = self.servers
-        G = self.gpu
         if dense:  # destinations are servers 0..S-1 (S <= K): slices, static columns from a template
             k = self._S
-            Sv[:] = self._srv_template
+            Sv = self._srv_template.copy()
+            G = self._gpu_template.copy() if k < self.K else np.empty((k, self.G), np.float32)
             Sv[:k, 1:5] = U
-            np.divide(c.server_max_free_gpu_mem, self.max_gmem, out=Sv[:k, 5])
-            Sv[:k, 6] = (c.cpu_cap - c.cpu_alloc) / self.max_cpu
-            Sv[:k, 7] = (c.mem_cap - c.mem_alloc) / self.max_mem
-            Sv[:k, 9] = np.add.reduceat(c.gpu_n_tasks == 0, c.server_first_gpu) / self.G
+            if free is None:
+                free = np.stack((c.server_max_free_gpu_mem, c.cpu_cap - c.cpu_alloc, c.mem_cap - c.mem_alloc))
+            # computed in float64 and rounded once into the float32 columns (out=), as an assignment would
+            np.divide(free, self._gmax, out=Sv[:k, 5:8].T)
+            np.divide(c.server_idle_gpus, self.G, out=Sv[:k, 9])
             Sv[:k, 10] = over
-            Sv[:k, 12] = np.minimum(dist * 0.5, 2.0)
+            np.minimum(dist * 0.5, 2.0, out=Sv[:k, 12])
             if self._full_servers:  # every server has G GPUs: the (S, G) load matrix is a reshape
                 np.minimum(c.gpu_load.reshape(k, self.G), 4.0, out=G[:k])
             else:
@@ -322,19 +397,19 @@ class ObservationBuilder:
             valid = dest >= 0
             d = dest[valid]
             k = len(d)
-            if k < self.K:
-                Sv.fill(0.0)
-                G.fill(-1.0)
+            Sv = np.zeros((self.K, len(SERVER_COLUMNS)), np.float32)
+            G = self._gpu_template.copy()
             if k:
                 gidx = self.gpu_idx[d]
                 gval = self.gpu_valid[d]
                 Sv[:k, 0] = 1.0
                 Sv[:k, 1:5] = U[d]
-                Sv[:k, 5] = c.server_max_free_gpu_mem[d] / self.max_gmem
-                Sv[:k, 6] = (c.cpu_cap[d] - c.cpu_alloc[d]) / self.max_cpu
-                Sv[:k, 7] = (c.mem_cap[d] - c.mem_alloc[d]) / self.max_mem
+                if free is None:
+                    free = np.stack((c.server_max_free_gpu_mem[d], c.cpu_cap[d] - c.cpu_alloc[d],
+                                     c.mem_cap[d] - c.mem_alloc[d]))
+                Sv[:k, 5:8] = (free / self._gmax).T
                 Sv[:k, 8] = self.n_gpus_f[d]
-                Sv[:k, 9] = ((c.gpu_n_tasks[gidx] == 0) & gval).sum(axis=1) / self.G
+                Sv[:k, 9] = c.server_idle_gpus[d] / self.G
                 Sv[:k, 10] = over[d]
                 Sv[:k, 11] = self.nic_f[d]
                 Sv[:k, 12] = np.minimum(dist * 0.5, 2.0)
@@ -342,16 +417,15 @@ class ObservationBuilder:
                 G[:k] = np.where(gval, np.minimum(c.gpu_load[gidx], 4.0), -1.0)
 
         # global
-        gl = self.glob
         tod = 2.0 * math.pi * ((clock_offset + now) % 86400.0) / 86400.0
-        n = self.n_jobs
+        nj = self.n_jobs
         ended = sim.metrics.jobs_ended
         active = len(sim.active_jobs)
         # == sim.cluster_overload_degree() on the clipped U; add.reduce / n is what np.mean computes (same bits)
         ocd = float(np.add.reduce(np.sqrt(np.add.reduce(U * U, axis=1) / U.shape[1])) / U.shape[0])
-        gl[:] = (math.sin(tod), math.cos(tod), sq(queue_beyond / self.W), sq(len(sim.queue) / self.W),
-                 active / n, ended / n, (n - ended - active) / n, min(1.0, ocd), np.count_nonzero(over) / len(over),
-                 n_mig / self.W, sq(now / (24.0 * ts)), sq(round_actions / self.W))
-        return {"tasks": T.copy(), "servers": Sv.copy(), "gpu_loads": G.copy(), "global": gl.copy(),
-                "affinity": A.copy(),
+        gl = np.array((math.sin(tod), math.cos(tod), sq(queue_beyond / W), sq(len(sim.queue) / W),
+                       active / nj, ended / nj, (nj - ended - active) / nj, min(1.0, ocd),
+                       sim.n_overloaded / len(over), n_mig / W, sq(now / (24.0 * ts)), sq(round_actions / W)),
+                      np.float32)
+        return {"tasks": T, "servers": Sv, "gpu_loads": G, "global": gl, "affinity": A,
                 "action_mask": mask.astype(np.int8)}

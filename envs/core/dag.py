@@ -176,56 +176,104 @@ class PlacementPlan:
     cross: dict[tuple[int, int], float]
 
 
+@dataclass(frozen=True)
+class JobGraph:
+    """The placement-independent part of :func:`placement_plan` for one job (its DAG edges, sync links and
+    volumes), built once per job so a re-plan after every migration only looks up links."""
+
+    workers: tuple[tuple[int, int, tuple[int, ...]], ...]  # (task, replica, non-PS parents) in topological order
+    comm_worker_mb: float
+    ps: bool  # parameter-server sync (task 0 is the PS)
+    ps_mb: float  # per worker and iteration, to and from the PS
+    ring: tuple[tuple[int, int], ...]  # all-reduce ring links (a -> b), partition by partition
+    ring_mb: float
+    n_replicas: int
+
+
+def job_graph(tasks: list[TaskTemplate], spec: JobSpec) -> JobGraph:
+    workers = tuple((t.index, t.replica, tuple(p for p in t.parents if tasks[p].kind != "ps"))
+                    for t in tasks if t.kind == "worker")
+    ring: list[tuple[int, int]] = []
+    ring_mb = 0.0
+    if spec.sync != "ps" and spec.n_replicas > 1:
+        ring_mb = 2.0 * (spec.n_replicas - 1) / spec.n_replicas * spec.comm_ps_mb
+        by_partition: dict[int, list[int]] = {}
+        for t in tasks:
+            if t.kind == "worker":
+                by_partition.setdefault(t.partition, []).append(t.index)
+        for members in by_partition.values():
+            ring.extend((a, members[(i + 1) % len(members)]) for i, a in enumerate(members))
+    return JobGraph(workers, spec.comm_worker_mb, spec.sync == "ps", 2.0 * spec.comm_ps_mb, tuple(ring), ring_mb,
+                    spec.n_replicas)
+
+
 def placement_plan(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int], gpus: list[int],
                    intra: list[float], nic: list[float]) -> PlacementPlan:
     """Transfer, sync and cross-server figures of a fully placed job (see the module docstring)."""
+    return plan_placement(job_graph(tasks, spec), servers, gpus, intra, nic)
+
+
+def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list[float],
+                   nic: list[float]) -> PlacementPlan:
+    """:func:`placement_plan` from the job's :class:`JobGraph` (what the simulator calls)."""
     cross: dict[tuple[int, int], float] = {}
-
-    def add_cross(a: int, b: int, mb: float) -> None:
-        if a != b and mb > 0:
-            key = (a, b) if a < b else (b, a)
-            cross[key] = cross.get(key, 0.0) + mb
-
-    def bw(a: int, b: int) -> float:
-        sa, sb = servers[a], servers[b]
-        return link_gbps(sa, sb, gpus[a], gpus[b], intra[sa], nic[sa], nic[sb])
-
-    workers = [t for t in tasks if t.kind == "worker"]
     order = []
     groups: dict[tuple[int, int], list[int]] = {}
-    for t in workers:  # tasks are stored layer by layer within a replica: already topological
+    inf = math.inf
+    # the link between two task locations (link_gbps, transfer_s and a cross-server tally, inlined: this
+    # runs after every migration)
+    mb = g.comm_worker_mb
+    for k, r, parents in g.workers:  # tasks are stored layer by layer within a replica: already topological
+        sk, gk = servers[k], gpus[k]
         edges = []
-        for p in t.parents:
-            if tasks[p].kind == "ps":
-                continue
-            edges.append((p, transfer_s(spec.comm_worker_mb, bw(p, t.index))))
-            add_cross(servers[p], servers[t.index], spec.comm_worker_mb)
-        order.append((t.index, t.replica, tuple(edges)))
-        groups.setdefault((t.replica, gpus[t.index]), []).append(t.index)
+        for p in parents:
+            sp = servers[p]
+            if gk >= 0 and gpus[p] == gk:
+                gbps = inf
+            elif sp == sk:
+                gbps = intra[sp]
+            else:
+                gbps = min(nic[sp], nic[sk])
+            edges.append((p, 0.0 if gbps == inf or mb <= 0 else mb / (gbps * MB_PER_GBIT)))
+            if sp != sk and mb > 0:
+                key = (sp, sk) if sp < sk else (sk, sp)
+                cross[key] = cross.get(key, 0.0) + mb
+        order.append((k, r, tuple(edges)))
+        groups.setdefault((r, gk), []).append(k)
 
     sync = 0.0
-    if spec.sync == "ps":
+    if g.ps:
         ps_server = servers[0]
         cross_total = 0.0
-        mb = 2.0 * spec.comm_ps_mb  # push gradients, pull parameters
-        for t in workers:
-            sync = max(sync, transfer_s(mb, bw(t.index, 0)))
-            if servers[t.index] != ps_server:
+        mb = g.ps_mb  # push gradients, pull parameters
+        for k, _r, _p in g.workers:
+            sk = servers[k]
+            gbps = intra[sk] if sk == ps_server else min(nic[sk], nic[ps_server])  # the PS has no GPU
+            v = 0.0 if mb <= 0 else mb / (gbps * MB_PER_GBIT)
+            if v > sync:
+                sync = v
+            if sk != ps_server:
                 cross_total += mb
-                add_cross(servers[t.index], ps_server, mb)
+                if mb > 0:
+                    key = (sk, ps_server) if sk < ps_server else (ps_server, sk)
+                    cross[key] = cross.get(key, 0.0) + mb
         sync = max(sync, transfer_s(cross_total, nic[ps_server]))
-    elif spec.n_replicas > 1:
-        vol = 2.0 * (spec.n_replicas - 1) / spec.n_replicas * spec.comm_ps_mb
-        by_partition: dict[int, list[int]] = {}
-        for t in workers:
-            by_partition.setdefault(t.partition, []).append(t.index)
-        for members in by_partition.values():
-            for i, a in enumerate(members):
-                b = members[(i + 1) % len(members)]
-                sync = max(sync, transfer_s(vol, bw(a, b)))
-                add_cross(servers[a], servers[b], vol)
+    elif g.ring:
+        mb = g.ring_mb
+        for a, b in g.ring:
+            sa, sb = servers[a], servers[b]
+            if gpus[a] == gpus[b] and gpus[a] >= 0:
+                gbps = inf
+            elif sa == sb:
+                gbps = intra[sa]
+            else:
+                gbps = min(nic[sa], nic[sb])
+            sync = max(sync, transfer_s(mb, gbps))
+            if sa != sb and mb > 0:
+                key = (sa, sb) if sa < sb else (sb, sa)
+                cross[key] = cross.get(key, 0.0) + mb
     shared = [(r, tuple(ks)) for (r, _g), ks in groups.items() if len(ks) > 1]
-    return PlacementPlan(order, shared, spec.n_replicas, sync, cross)
+    return PlacementPlan(order, shared, g.n_replicas, sync, cross)
 
 
 def critical_time(plan: PlacementPlan, compute: list[float]) -> float:

@@ -32,9 +32,9 @@ from typing import Callable, Iterable, Protocol
 import numpy as np
 
 from .catalogue import ModelProfile
-from .dag import critical_time, placement_plan
+from .dag import critical_time, job_graph, plan_placement
 from .hardware import ClusterSpec
-from .job import Job, JobState, Task, TaskState, make_job
+from .job import JOB_ACTIVE, TASK_RUNNING, TASK_WAITING, Job, JobState, Task, TaskState, make_job
 from .metrics import Metrics
 from .state import ClusterState
 from .workload import STOP_OPTIONS, JobSpec
@@ -148,6 +148,10 @@ class Simulator:
         self._mem_limit = (h * c.mem_cap).tolist()
         self._net_limit = (h * c.nic_gbps * 125.0).tolist()
         self._gpu_server = c.gpu_server.tolist()
+        # per-server bandwidths for plan_placement: lists of the arrays' own numpy scalars (same values and
+        # types as indexing the arrays, faster to index)
+        self._intra = list(c.intra_gbps)
+        self._nic = list(c.nic_gbps)
         self._gpu_hot = [False] * c.n_gpus
         self._server_hot_gpus = [0] * c.n_servers
         self._events: list = []
@@ -192,8 +196,13 @@ class Simulator:
 
     def running_tasks(self, server: int | None = None) -> list[Task]:
         if server is None:
-            return [t for j in self.active_jobs.values() for t in j.tasks if t.state == TaskState.RUNNING]
-        return sorted(self.cluster.server_tasks[server], key=lambda t: t.tid)
+            return [t for j in self.active_jobs.values() for t in j.tasks if t.state == TASK_RUNNING]
+        return list(self.cluster.tasks_by_id(server))
+
+    @property
+    def n_overloaded(self) -> int:
+        """Number of overloaded servers (kept with the flags: == count_nonzero(cluster.overloaded))."""
+        return self._n_overloaded
 
     def overloaded_servers(self) -> list[int]:
         return [int(s) for s in np.flatnonzero(self.cluster.overloaded)]
@@ -203,9 +212,14 @@ class Simulator:
 
     def fit_reason(self, task: Task, server: int, gpu: int | None = None, moving: bool = False) -> str | None:
         """Why ``task`` cannot be put on ``server`` (and ``gpu``), or None if it can."""
+        return self._fit(task, server, gpu, moving)[0]
+
+    def _fit(self, task: Task, server: int, gpu: int | None, moving: bool) -> tuple[str | None, int]:
+        """(fit_reason, the GPU the task would get: -1 for a PS, ``gpu`` if given, else best_gpu), so a command
+        looks for the best GPU once."""
         c = self.cluster
         if not 0 <= server < c.n_servers:
-            return f"unknown server {server} (valid: 0..{c.n_servers - 1})"
+            return f"unknown server {server} (valid: 0..{c.n_servers - 1})", -1
         t = task.t
         cpu_free = c.cpu_cap[server] - c.cpu_alloc[server]
         mem_free = c.mem_cap[server] - c.mem_alloc[server]
@@ -213,22 +227,23 @@ class Simulator:
             cpu_free += t.cpu_cores
             mem_free += t.memory_gb
         if t.cpu_cores > cpu_free + 1e-9:
-            return f"server {server} has {cpu_free:.2f} free CPU cores, task {task.tid} needs {t.cpu_cores:.2f}"
+            return f"server {server} has {cpu_free:.2f} free CPU cores, task {task.tid} needs {t.cpu_cores:.2f}", -1
         if t.memory_gb > mem_free + 1e-9:
-            return f"server {server} has {mem_free:.2f} GB free memory, task {task.tid} needs {t.memory_gb:.2f}"
+            return f"server {server} has {mem_free:.2f} GB free memory, task {task.tid} needs {t.memory_gb:.2f}", -1
         if task.is_ps:
             if gpu is not None and gpu >= 0:
-                return f"task {task.tid} is a parameter server and takes no GPU"
-            return None
+                return f"task {task.tid} is a parameter server and takes no GPU", -1
+            return None, -1
         if gpu is None:
-            return None if self.best_gpu(task, server, moving) >= 0 else (
-                f"no GPU on server {server} has {t.gpu_memory_gb:.2f} GB free for task {task.tid}")
+            g = self.best_gpu(task, server, moving)
+            return (None, g) if g >= 0 else (
+                f"no GPU on server {server} has {t.gpu_memory_gb:.2f} GB free for task {task.tid}", -1)
         if not (0 <= gpu < c.n_gpus and c.gpu_server[gpu] == server):
-            return f"GPU {gpu} is not on server {server}"
+            return f"GPU {gpu} is not on server {server}", -1
         free = c.gpu_mem_cap[gpu] - c.gpu_mem_used[gpu] + (t.gpu_memory_gb if moving and task.gpu == gpu else 0.0)
         if t.gpu_memory_gb > free + 1e-9:
-            return f"GPU {gpu} has {free:.2f} GB free, task {task.tid} needs {t.gpu_memory_gb:.2f}"
-        return None
+            return f"GPU {gpu} has {free:.2f} GB free, task {task.tid} needs {t.gpu_memory_gb:.2f}", -1
+        return None, gpu
 
     def best_gpu(self, task: Task, server: int, moving: bool = False) -> int:
         """MLFS §3.3.2: the least-loaded GPU of the server that has room (ties: lowest index); -1 if none."""
@@ -237,10 +252,16 @@ class Simulator:
         if c.server_max_free_gpu_mem[server] + (need if moving and task.server == server else 0.0) < need - 1e-9:
             return -1
         best, best_load = -1, math.inf
-        for g in c.server_gpus(server):
-            free = c.gpu_mem_cap[g] - c.gpu_mem_used[g] + (need if moving and task.gpu == g else 0.0)
+        r = c.server_gpus(server)
+        a, b = r.start, r.stop
+        # Python floats of the server's few GPUs (same values as reading the arrays element by element)
+        used, loads = c.gpu_mem_used[a:b].tolist(), c.gpu_load[a:b].tolist()
+        own = task.gpu if moving else -1
+        for i, cap in enumerate(c.gpu_mem_cap_list[a:b]):
+            g = a + i
+            free = cap - used[i] + (need if own == g else 0.0)
             if free + 1e-9 >= need:
-                load = c.gpu_load[g] - (self._task_gpu_use(task) if moving and task.gpu == g else 0.0)
+                load = loads[i] - (self._task_gpu_use(task) if own == g else 0.0)
                 if load < best_load - 1e-12:
                     best, best_load = g, load
         return best
@@ -280,15 +301,14 @@ class Simulator:
         """Put a ready waiting task on ``server`` (its least-loaded GPU with room unless ``gpu`` is given).
         Returns the GPU used (-1 for a PS)."""
         task = self.task(tid)
-        if task.state != TaskState.WAITING:
+        if task.state != TASK_WAITING:
             raise InvalidCommand(f"task {tid} is {task.state.name}, only WAITING tasks can be placed")
         if not task.is_ready():
             missing = [task.job.tasks[p].tid for p in task.t.parents if task.job.tasks[p].state != TaskState.RUNNING]
             raise InvalidCommand(f"task {tid} depends on tasks {missing} which are not placed yet")
-        reason = self.fit_reason(task, server, gpu)
+        reason, g = self._fit(task, server, gpu, False)
         if reason:
             raise InvalidCommand(reason)
-        g = -1 if task.is_ps else (gpu if gpu is not None else self.best_gpu(task, server))
         self.queue.pop(tid)
         task.waited += self.now - task.queued_since
         job = task.job
@@ -315,12 +335,11 @@ class Simulator:
         (``migration_base_s`` + state size over the slower NIC) and the state bytes count as cross-server
         traffic."""
         task = self.task(tid)
-        if task.state != TaskState.RUNNING:
+        if task.state != TASK_RUNNING:
             raise InvalidCommand(f"task {tid} is {task.state.name}, only RUNNING tasks can be migrated")
-        reason = self.fit_reason(task, server, gpu, moving=True)
+        reason, g = self._fit(task, server, gpu, True)
         if reason:
             raise InvalidCommand(reason)
-        g = -1 if task.is_ps else (gpu if gpu is not None else self.best_gpu(task, server, moving=True))
         if server == task.server and g == task.gpu:
             raise InvalidCommand(f"task {tid} already runs on server {server} GPU {g}")
         job = task.job
@@ -345,7 +364,7 @@ class Simulator:
         """Take a running task off its GPU and put it back in the queue (MLFS: a migration candidate
         that found no destination). Its job stops progressing until the task is placed again."""
         task = self.task(tid)
-        if task.state != TaskState.RUNNING:
+        if task.state != TASK_RUNNING:
             raise InvalidCommand(f"task {tid} is {task.state.name}, only RUNNING tasks can be requeued")
         job = task.job
         self._touch(job)
@@ -357,7 +376,7 @@ class Simulator:
         """Suspend a job: every placed task returns to the queue; restarting costs the suspend/resume
         overhead (UniSched Eq. 1: suspension ~4 s plus resumption growing with the GPU count)."""
         job = self.job(jid)
-        if job.state != JobState.ACTIVE:
+        if job.state != JOB_ACTIVE:
             raise InvalidCommand(f"job {jid} is {job.state.name}, only ACTIVE jobs can be preempted")
         if job.n_placed == 0:
             raise InvalidCommand(f"job {jid} has no placed task to preempt")
@@ -369,7 +388,7 @@ class Simulator:
     def stop(self, jid: int) -> None:
         """End a job now; its accuracy is what it has reached."""
         job = self.job(jid)
-        if job.state != JobState.ACTIVE:
+        if job.state != JOB_ACTIVE:
             raise InvalidCommand(f"job {jid} is {job.state.name}, only ACTIVE jobs can be stopped")
         self._finish(job, JobState.STOPPED)
         self._flush()
@@ -380,7 +399,7 @@ class Simulator:
         job = self.job(jid)
         if option not in STOP_OPTIONS:
             raise InvalidCommand(f"unknown stop option {option!r}; known: {STOP_OPTIONS}")
-        if job.state != JobState.ACTIVE:
+        if job.state != JOB_ACTIVE:
             raise InvalidCommand(f"job {jid} is {job.state.name}")
         self._touch(job)
         job.stop_option = option
@@ -458,27 +477,27 @@ class Simulator:
 
     def _handle(self, kind: int, job: Job, token: int) -> None:
         if kind == EV_ARRIVAL:
-            job.state = JobState.ACTIVE
+            job.state = JOB_ACTIVE
             job.last_update = self.now
             self.active_jobs[job.jid] = job
             for t in job.tasks:
                 self._enqueue(t)
             self._request_tick()
         elif kind == EV_COMPLETE:
-            if job.state == JobState.ACTIVE and token == job.epoch:
+            if job.state == JOB_ACTIVE and token == job.epoch:
                 self._touch(job)
                 job.iters = max(job.iters, job.target_iters)  # absorb float shortfall of rate x time
                 self._finish(job, JobState.FINISHED)
         elif kind == EV_DEADLINE:
-            if job.state == JobState.ACTIVE:
+            if job.state == JOB_ACTIVE:
                 self._touch(job)
                 job.acc_at_deadline = job.accuracy()
         elif kind == EV_RESUME:  # a checkpoint/restore pause ended: materialise progress, nothing else changes
-            if job.state == JobState.ACTIVE:
+            if job.state == JOB_ACTIVE:
                 self._touch(job)
         elif kind == EV_USAGE:
             self._usage_pending.discard(job.jid)
-            if job.state == JobState.ACTIVE and job.n_placed > 0:
+            if job.state == JOB_ACTIVE and job.n_placed > 0:
                 cfg = self.config
                 f = float(np.exp(self.rng.normal(0.0, cfg.usage_sigma)))
                 f = min(cfg.usage_max, max(cfg.usage_min, f))
@@ -492,7 +511,7 @@ class Simulator:
                 self._refresh_servers(layout[1], layout[2], memory_changed=False)
                 self._schedule_usage(job)
         elif kind == EV_GANG:
-            if job.state == JobState.ACTIVE and self._gang_token.get(job.jid) == token and 0 < job.n_placed < job.n_tasks:
+            if job.state == JOB_ACTIVE and self._gang_token.get(job.jid) == token and 0 < job.n_placed < job.n_tasks:
                 self._release(job)
                 job.gang_releases += 1
                 self.metrics.gang_releases += 1
@@ -505,7 +524,7 @@ class Simulator:
         per_server: dict[int, list[float]] = {}
         gpus = set()
         for t in job.tasks:
-            if t.state == TaskState.RUNNING:
+            if t.state == TASK_RUNNING:
                 acc = per_server.setdefault(t.server, [0.0, 0.0])
                 acc[0] += t.t.cpu_cores
                 acc[1] += t.t.memory_gb
@@ -519,7 +538,7 @@ class Simulator:
         """Every placed task of the job back to the queue (preemption, gang timeout)."""
         self._touch(job)
         for t in job.tasks:
-            if t.state == TaskState.RUNNING:
+            if t.state == TASK_RUNNING:
                 self._detach(t)
                 self._enqueue(t)
 
@@ -530,7 +549,7 @@ class Simulator:
             self._push(self.now + float(self.rng.exponential(mean)), EV_USAGE, job)
 
     def _enqueue(self, task: Task) -> None:
-        task.state = TaskState.WAITING
+        task.state = TASK_WAITING
         task.queued_since = self.now
         self.queue[task.tid] = task
 
@@ -545,20 +564,24 @@ class Simulator:
 
     def _attach(self, task: Task, server: int, gpu: int) -> None:
         c, t = self.cluster, task.t
-        task.state = TaskState.RUNNING
+        task.state = TASK_RUNNING
         task.server, task.gpu = server, gpu
         task.placed_at = self.now
         c.cpu_alloc[server] += t.cpu_cores
         c.mem_alloc[server] += t.memory_gb
         c.server_tasks[server][task] = None
+        c.server_version[server] += 1
         if gpu >= 0:
             c.gpu_mem_used[gpu] += t.gpu_memory_gb
             c.gpu_n_tasks[gpu] += 1
+            if c.gpu_n_tasks[gpu] == 1:
+                c.server_idle_gpus[server] -= 1
             c.gpu_tasks[gpu].append(task)
         self._apply_usage(task, +1.0)
         job = task.job
         job.n_placed += 1
         job.plan = job.usage_layout = None
+        job.placement_version += 1
         self._schedule_usage(job)
         self._refresh_servers((server,), (gpu,) if gpu >= 0 else ())
 
@@ -569,13 +592,17 @@ class Simulator:
         c.cpu_alloc[server] -= t.cpu_cores
         c.mem_alloc[server] -= t.memory_gb
         del c.server_tasks[server][task]
+        c.server_version[server] += 1
         if gpu >= 0:
             c.gpu_mem_used[gpu] -= t.gpu_memory_gb
             c.gpu_n_tasks[gpu] -= 1
+            if c.gpu_n_tasks[gpu] == 0:
+                c.server_idle_gpus[server] += 1
             c.gpu_tasks[gpu].remove(task)
         task.server, task.gpu = -1, -1
         task.job.n_placed -= 1
         task.job.plan = task.job.usage_layout = None
+        task.job.placement_version += 1
         self._refresh_servers((server,), (gpu,) if gpu >= 0 else ())
 
     def _refresh_servers(self, servers: Iterable[int], gpus: Iterable[int], memory_changed: bool = True) -> None:
@@ -617,8 +644,7 @@ class Simulator:
             slow = self._contention(load) if n_jobs > 1 else 1.0
             if slow != gpu_slow[g]:
                 gpu_slow[g] = slow
-                for t in c.gpu_tasks[g]:
-                    self._touch(t.job)
+                self._touch_jobs(c.gpu_tasks[g])
         cpu_use, mem_use, net, overloaded, server_slow = c.cpu_use, c.mem_use, c.net_mbps, c.overloaded, c.server_slow
         for s in servers:
             if memory_changed:
@@ -633,11 +659,11 @@ class Simulator:
                     self._request_tick()
                 self._n_overloaded += 1 if over else -1
                 overloaded[s] = over
-            slow = self._contention(max(cu / self._cpu_cap[s], mu / self._mem_cap[s]))
+            ratio = max(cu / self._cpu_cap[s], mu / self._mem_cap[s])
+            slow = 1.0 if ratio <= 1.0 else self._contention(ratio)  # the common case without a call
             if slow != server_slow[s]:
                 server_slow[s] = slow
-                for t in c.server_tasks[s]:
-                    self._touch(t.job)
+                self._touch_jobs(c.server_tasks[s])
 
     def _contention(self, ratio: float) -> float:
         """Slowdown factor of an over-committed resource: ``ratio`` (use / capacity) rounded up to the
@@ -652,7 +678,7 @@ class Simulator:
         """Materialise a job's progress up to now and mark its rate for recomputation."""
         now = self.now
         if job.last_update < now:
-            if job.rate > 0 and job.fully_placed:
+            if job.rate > 0 and job.n_placed == len(job.tasks):  # fully placed
                 start = max(job.last_update, job.paused_until)
                 dt = max(0.0, now - start)
                 di = min(job.rate * dt, max(0.0, job.target_iters - job.iters))
@@ -661,13 +687,22 @@ class Simulator:
                     job.running_time += dt
                     mb = di * job.cross_mb_rate_total
                     job.cross_mb += mb
-                    for (a, b), per in job.cross_mb_per_iter.items():
-                        self.metrics.add_cross(a, b, per * di)
+                    self.metrics.add_cross_per_iter(job.cross_mb_per_iter, di)
                 job.waiting_time += (now - job.last_update) - dt
             else:
                 job.waiting_time += now - job.last_update
             job.last_update = now
         self._dirty[job] = None
+
+    def _touch_jobs(self, tasks: Iterable[Task]) -> None:
+        """_touch the jobs of these tasks; a job's tasks usually come together, and touching a job again at
+        the same time changes nothing, so runs of one job are touched once."""
+        last = None
+        for t in tasks:
+            job = t.job
+            if job is not last:
+                self._touch(job)
+                last = job
 
     def _flush(self) -> None:
         """Recompute rates of touched jobs and reschedule their completions.
@@ -680,30 +715,39 @@ class Simulator:
         while self._dirty:
             job = next(iter(self._dirty))
             del self._dirty[job]
-            if job.state != JobState.ACTIVE:
+            if job.state != JOB_ACTIVE:
                 continue
             old_cross = job.cross_mb_per_iter
             old_rate = job.rate
             tasks = job.tasks
-            if job.fully_placed:
+            placed = job.n_placed == len(tasks)  # job.fully_placed; nothing below changes it
+            if placed:
                 if job.plan is None:
                     servers = [t.server for t in tasks]
                     gpus = [t.gpu for t in tasks]
-                    job.plan = placement_plan([t.t for t in tasks], job.spec, servers, gpus, c.intra_gbps, c.nic_gbps)
+                    if job.graph is None:
+                        job.graph = job_graph([t.t for t in tasks], job.spec)
+                    job.plan = plan_placement(job.graph, servers, gpus, self._intra, self._nic)
                     job.unit_compute = [t.t.compute_share * job.model.iter_time(c.gpu_type[t.gpu]) if t.gpu >= 0 else 0.0
                                         for t in tasks]
+                    job.slots = list(zip(servers, gpus))
                     job.slow_key = None
+                    job.iter_times = {}
                 slow = []
-                for t in tasks:
-                    f = server_slow[t.server]
-                    g = t.gpu
+                for s, g in job.slots:
+                    f = server_slow[s]
                     if g >= 0 and gpu_slow[g] > f:
                         f = gpu_slow[g]
                     slow.append(f)
                 slow_key = tuple(slow)
                 if slow_key != job.slow_key:
                     job.slow_key = slow_key
-                    T = critical_time(job.plan, [u * f for u, f in zip(job.unit_compute, slow)])
+                    # contention factors move among a few rounded values as resource use varies: keep the
+                    # iteration time of each for the current placement
+                    T = job.iter_times.get(slow_key)
+                    if T is None:
+                        T = critical_time(job.plan, [u * f for u, f in zip(job.unit_compute, slow)])
+                        job.iter_times[slow_key] = T
                     job.iter_time = T
                     job.rate = 1.0 / T if T > 0 else math.inf
                     job.cross_mb_per_iter = job.plan.cross
@@ -715,7 +759,7 @@ class Simulator:
                 job.cross_mb_rate_total = 0.0
             if old_rate != job.rate or old_cross is not job.cross_mb_per_iter:
                 self._update_net(job, old_rate, old_cross)
-            if job.rate > 0 and job.fully_placed:
+            if job.rate > 0 and placed:
                 if job.iters >= job.target_iters - 1e-9:
                     self._finish(job, JobState.FINISHED)
                     continue
@@ -730,25 +774,30 @@ class Simulator:
                 job.epoch += 1
 
     def _update_net(self, job: Job, old_rate: float, old_cross: dict) -> None:
+        # the same sequence of float64 operations per server as in-place updates of c.net_mbps, on scalars
+        # (numpy element arithmetic costs several times more), written back once per server; the order in
+        # which the changed servers are then checked does not matter (the tick request is the same for all)
         c = self.cluster
-        progressing_before = old_rate > 0
-        changed = set()
-        if progressing_before:
+        net = c.net_mbps
+        vals: dict[int, float] = {}
+        if old_rate > 0:
             for (a, b), mb in old_cross.items():
-                c.net_mbps[a] -= mb * old_rate
-                c.net_mbps[b] -= mb * old_rate
-                changed.update((a, b))
+                d = mb * old_rate
+                vals[a] = (vals[a] if a in vals else net[a]) - d
+                vals[b] = (vals[b] if b in vals else net[b]) - d
         if job.rate > 0 and job.fully_placed:
+            rate = job.rate
             for (a, b), mb in job.cross_mb_per_iter.items():
-                c.net_mbps[a] += mb * job.rate
-                c.net_mbps[b] += mb * job.rate
-                changed.update((a, b))
-        h = self.config.overload_threshold
-        for s in changed:
-            if abs(c.net_mbps[s]) < 1e-9:
-                c.net_mbps[s] = 0.0
-            if c.net_mbps[s] > h * c.nic_gbps[s] * 125.0 and not c.overloaded[s]:
-                c.overloaded[s] = True
+                d = mb * rate
+                vals[a] = (vals[a] if a in vals else net[a]) + d
+                vals[b] = (vals[b] if b in vals else net[b]) + d
+        limit, overloaded = self._net_limit, c.overloaded
+        for s, v in vals.items():
+            if abs(v) < 1e-9:
+                v = 0.0
+            net[s] = v
+            if v > limit[s] and not overloaded[s]:
+                overloaded[s] = True
                 self._n_overloaded += 1
                 self.metrics.overload_occurrences += 1
                 self._request_tick()
@@ -756,9 +805,9 @@ class Simulator:
     def _finish(self, job: Job, state: JobState) -> None:
         self._touch(job)  # materialise progress (and bytes) up to now
         for t in job.tasks:
-            if t.state == TaskState.RUNNING:
+            if t.state == TASK_RUNNING:
                 self._detach(t)
-            elif t.state == TaskState.WAITING:
+            elif t.state == TASK_WAITING:
                 self.queue.pop(t.tid, None)
                 t.waited += self.now - t.queued_since
             t.state = TaskState.DONE

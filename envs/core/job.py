@@ -24,6 +24,12 @@ class JobState(IntEnum):
     STOPPED = 3  # stopped by a scheduler command
 
 
+# The same members as module constants, for the simulator's hot loops: an attribute of an Enum class costs
+# about ten times a global lookup.
+TASK_WAITING, TASK_RUNNING = TaskState.WAITING, TaskState.RUNNING
+JOB_ACTIVE = JobState.ACTIVE
+
+
 @dataclass(eq=False)
 class Task:
     """One task of a job: a template plus where it runs."""
@@ -44,10 +50,13 @@ class Task:
 
     def is_ready(self) -> bool:
         """Waiting and every DAG parent already holds a slot: MLFS's dependency rule for placement."""
-        if self.state != TaskState.WAITING:
+        if self.state != TASK_WAITING:
             return False
         tasks = self.job.tasks
-        return all(tasks[p].state == TaskState.RUNNING for p in self.t.parents)
+        for p in self.t.parents:
+            if tasks[p].state != TASK_RUNNING:
+                return False
+        return True
 
     def __repr__(self) -> str:
         return f"Task({self.tid}, job={self.job.jid}, {self.t.kind}, p={self.t.partition}, r={self.t.replica}, {self.state.name})"
@@ -79,11 +88,15 @@ class Job:
     cross_mb_rate_total: float = 0.0
     n_placed: int = 0
     plan: object = None  # dag.PlacementPlan of the current placement (None: recompute)
+    graph: object = None  # dag.JobGraph (placement-independent), built at the first full placement
+    placement_version: int = 0  # bumped whenever one of its tasks is attached or detached (keys caches)
     # (servers, their CPU and memory demand sums, GPUs) of the running tasks, for resource-use changes;
     # None = recompute (reset with ``plan`` whenever a task is attached or detached)
     usage_layout: object = None
     unit_compute: list = field(default_factory=list)  # per task: compute share x iteration time on its GPU
+    slots: list = field(default_factory=list)  # per task: (server, GPU) of the placement ``plan`` is for
     slow_key: tuple | None = None  # contention factors the current rate was computed with
+    iter_times: dict = field(default_factory=dict)  # slow_key -> iteration time, for the current ``plan``
     scheduled: tuple | None = None  # (rate, target, paused_until) of the pending completion event
     has_run: bool = False
     # records

@@ -39,6 +39,16 @@ class Metrics:
         self.cross_pairs[key] = self.cross_pairs.get(key, 0.0) + mb
         self.cross_mb += mb
 
+    def add_cross_per_iter(self, per_iter: dict[tuple[int, int], float], iters: float) -> None:
+        """``add_cross(a, b, mb * iters)`` for every pair of a plan's per-iteration bytes (its keys are
+        already ordered pairs of distinct servers), in one call."""
+        pairs = self.cross_pairs
+        for key, mb in per_iter.items():
+            v = mb * iters
+            if v > 0:
+                pairs[key] = pairs.get(key, 0.0) + v
+                self.cross_mb += v
+
     def on_job_end(self, job: Job) -> None:
         self.jobs_ended += 1
         if job.end_time <= job.spec.deadline:

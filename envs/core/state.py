@@ -34,6 +34,7 @@ class ClusterState:
         self.server_n_gpus = np.array([s.n_gpus for s in spec.servers], dtype=np.int64)
         self.gpu_mem_cap = np.array([spec.servers[s].gpu_memory_gb for s in gpu_server], dtype=np.float64)
         self.gpu_type = [spec.servers[s].gpu_type for s in gpu_server]
+        self.gpu_mem_cap_list: list[float] = self.gpu_mem_cap.tolist()  # the same, as Python floats
         self._mean_iter_time: dict[str, float] = {}
         # nominal allocations
         self.gpu_mem_used = np.zeros(self.n_gpus)
@@ -41,6 +42,9 @@ class ClusterState:
         self.mem_alloc = np.zeros(S)
         self.gpu_n_tasks = np.zeros(self.n_gpus, dtype=np.int64)
         self.gpu_n_jobs = np.zeros(self.n_gpus, dtype=np.int64)  # distinct jobs sharing the GPU
+        # GPUs without a task per server (== add.reduceat(gpu_n_tasks == 0, server_first_gpu)), kept by the
+        # simulator as GPUs become busy or idle
+        self.server_idle_gpus = self.server_n_gpus.copy()
         # actual usage
         self.gpu_load = np.zeros(self.n_gpus)  # utilisation, may exceed 1 when shared
         # contention slowdowns, read one element at a time by the engine only: Python lists (no numpy scalars)
@@ -54,6 +58,9 @@ class ClusterState:
         self._server_gpu_ranges = [range(int(f), int(f) + int(n)) for f, n in zip(self.server_first_gpu, self.server_n_gpus)]
         self.gpu_tasks: list[list] = [[] for _ in range(self.n_gpus)]
         self.server_tasks: list[dict] = [{} for _ in range(S)]  # task -> None, insertion-ordered
+        # bumped by the simulator whenever a server's task set changes: keys the sorted view below
+        self.server_version: list[int] = [0] * S
+        self._by_id: list[tuple[int, tuple]] = [(-1, ())] * S
         # scratch buffers of utilisation_matrix
         self._gpu_buf = np.empty(self.n_gpus)
         self._srv_buf = np.empty(S)
@@ -71,9 +78,19 @@ class ClusterState:
     def server_gpus(self, s: int) -> range:
         return self._server_gpu_ranges[s]
 
+    def tasks_by_id(self, s: int) -> tuple:
+        """The tasks on server ``s`` ordered by task id (cached until the server's task set changes)."""
+        v, tasks = self._by_id[s]
+        if v != self.server_version[s]:
+            tasks = tuple(sorted(self.server_tasks[s], key=_tid))
+            self._by_id[s] = (self.server_version[s], tasks)
+        return tasks
+
     def refresh_free_gpu_mem(self, s: int) -> None:
-        cap, used = self.gpu_mem_cap, self.gpu_mem_used
-        self.server_max_free_gpu_mem[s] = max(cap[g] - used[g] for g in self._server_gpu_ranges[s])
+        # on Python floats (one tolist per server instead of two numpy element reads per GPU): same values
+        r = self._server_gpu_ranges[s]
+        self.server_max_free_gpu_mem[s] = max(map(float.__sub__, self.gpu_mem_cap_list[r.start:r.stop],
+                                                  self.gpu_mem_used[r.start:r.stop].tolist()))
 
     def utilisation_matrix(self, out: np.ndarray | None = None) -> np.ndarray:
         """(S, 4) actual use / capacity of (GPU, CPU, memory, network), the columns of :meth:`utilisation`
@@ -100,3 +117,7 @@ class ClusterState:
             "mem": self.mem_use / self.mem_cap,
             "net": self.net_mbps / (self.nic_gbps * 125.0),
         }
+
+
+def _tid(task) -> int:
+    return task.tid

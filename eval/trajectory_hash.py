@@ -1,0 +1,125 @@
+"""Behaviour fingerprint of the environment: one sha256 per case (seeded episodes) over everything a step returns.
+
+    .venv/bin/python eval/trajectory_hash.py [--max-steps 3000] [--out hashes.json] [--check hashes.json]
+
+Each case runs seeded episodes (one ``reset(seed=...)``, then plain ``reset()`` after each end, until
+the step budget is spent), with several policies and scenarios (including preemption rows and a
+large cluster whose destinations are a nearest-K subset) and hashes, per step, every observation key
+(dtype, shape and bytes), the reward, terminated/truncated, ``info["objectives"]``, ``info["action_mask"]``,
+the other scalar info fields, the window's candidate task ids and kinds and the destination columns; then
+the final ``info["summary"]``. A performance change that claims to keep behaviour must leave every hash
+unchanged: record them before (``--out``), compare after (``--check``).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+
+import gymnasium as gym
+import numpy as np
+
+import baselines
+import envs  # noqa: F401
+from eval.bench_env import greedy
+
+DEFAULT = "clustergym/GPUCluster-v0"
+HETERO = "clustergym/Hetero-v0"
+BIG = "clustergym/MLFS2474-v0"
+
+# (name, env id, make kwargs, policy, seed)
+CASES: tuple[tuple[str, str, dict, str, int], ...] = (
+    ("default-random-0", DEFAULT, {}, "random", 0),
+    ("default-random-1", DEFAULT, {}, "random", 1),
+    ("default-greedy-2", DEFAULT, {}, "greedy", 2),
+    ("default-mlfh-3", DEFAULT, {"window_jobs": 30}, "mlf-h", 3),
+    ("default-fifo-4", DEFAULT, {"window_jobs": 30}, "fifo", 4),
+    ("hetero-random-5", HETERO, {}, "random", 5),
+    ("hetero-mlfh-6", HETERO, {"window_jobs": 20}, "mlf-h", 6),
+    ("hetero-preempt-random-7", HETERO, {"preemption": True}, "random", 7),
+    ("default-preempt-random-8", DEFAULT, {"preemption": True, "window_jobs": 30}, "random", 8),
+    ("mlfs2474-random-9", BIG, {"window_jobs": 60, "window_size": 8, "n_destinations": 8}, "random", 9),
+    ("mlfs2474-greedy-10", BIG, {"window_jobs": 60}, "greedy", 10),
+    ("mlfs2474-mlfh-11", BIG, {"window_jobs": 40, "window_size": 8, "n_destinations": 8}, "mlf-h", 11),
+)
+
+
+def _update_step(h, obs: dict, reward, te: bool, tr: bool, info: dict, u) -> None:
+    for k in sorted(obs):
+        v = np.ascontiguousarray(obs[k])
+        h.update(f"{k}|{v.dtype.str}|{v.shape}".encode())
+        h.update(v.tobytes())
+    h.update(np.asarray(reward, dtype=np.float64).tobytes())
+    h.update(bytes((bool(te), bool(tr))))
+    h.update(np.asarray(info["objectives"], dtype=np.float64).tobytes())
+    h.update(np.asarray(info["action_mask"], dtype=bool).tobytes())
+    h.update(repr((float(info["sim_time"]), int(info["steps"]), int(info["round_actions"]),
+                   info.get("invalid_action"))).encode())
+    h.update(repr([(t.tid if t is not None else None, k) for t, k in zip(u.candidates, u.candidate_kind)]).encode())
+    h.update(repr([int(d) for d in u.destinations]).encode())
+
+
+def run_case(env_id: str, kw: dict, policy: str, seed: int, max_steps: int) -> tuple[str, int]:
+    env = gym.make(env_id, **kw)
+    u = env.unwrapped
+    obs, info = env.reset(seed=seed)
+    h = hashlib.sha256()
+    _update_step(h, obs, 0.0, False, False, info, u)
+    h.update(json.dumps(info["episode"], sort_keys=True, default=str).encode())
+    rng = np.random.default_rng(seed)
+    agent = baselines.make(policy, env=env) if policy not in ("random", "greedy") else None
+    n = 0
+    te = tr = False
+    while n < max_steps:
+        if policy == "random":
+            a = int(rng.choice(np.flatnonzero(u.action_masks())))
+        elif policy == "greedy":
+            a = greedy(u, rng)
+        else:
+            a = int(agent.predict(obs, action_masks=u.action_masks())[0])
+        obs, r, te, tr, info = env.step(a)
+        n += 1
+        _update_step(h, obs, r, te, tr, info, u)
+        if te or tr:  # next episode of the same seeded stream, until the step budget is spent
+            h.update(json.dumps(info["summary"], sort_keys=True, default=float).encode())
+            obs, info = env.reset()
+            _update_step(h, obs, 0.0, False, False, info, u)
+            h.update(json.dumps(info["episode"], sort_keys=True, default=str).encode())
+    h.update(json.dumps(u.sim.summary(), sort_keys=True, default=float).encode())  # the state at the cut
+    env.close()
+    return h.hexdigest(), n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max-steps", type=int, default=3000, help="steps per case")
+    ap.add_argument("--out", help="write the hashes (JSON) here")
+    ap.add_argument("--check", help="compare against hashes (JSON) written by --out; exit 1 on any difference")
+    ap.add_argument("--only", nargs="*", help="case names to run (default: all)")
+    args = ap.parse_args()
+    ref = json.load(open(args.check)) if args.check else None
+    out, bad = {}, []
+    for name, env_id, kw, policy, seed in CASES:
+        if args.only and name not in args.only:
+            continue
+        t = time.perf_counter()
+        digest, n = run_case(env_id, kw, policy, seed, args.max_steps)
+        out[name] = digest
+        status = ""
+        if ref is not None:
+            status = "ok" if ref.get(name) == digest else "DIFFERENT"
+            if status != "ok":
+                bad.append(name)
+        print(f"{name:28s} {n:5d} steps {time.perf_counter() - t:6.1f} s  {digest}  {status}", flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"max_steps": args.max_steps, **out}, f, indent=1)
+    if ref is not None:
+        print("all hashes match" if not bad else f"{len(bad)} case(s) differ: {bad}")
+        sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Caches and incrementally maintained state (added for speed) agree with a rebuild from scratch.
+
+A stale cache would not crash: it would quietly serve an old value. So after random rollouts (random valid
+actions, including migrations, requeues and preemptions) every cached or incrementally updated structure
+is compared with the same quantity computed from the simulator's plain state.
+"""
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import envs  # noqa: F401  (registers the ids)
+from envs.core.dag import critical_time, placement_plan
+from envs.core.job import JobState, TaskState
+from envs.observation import ObservationBuilder
+
+DEFAULT = "clustergym/GPUCluster-v0"
+HETERO = "clustergym/Hetero-v0"
+BIG = "clustergym/MLFS2474-v0"
+SCENARIOS = {
+    "default": (DEFAULT, {"window_jobs": 12}),
+    "hetero-preempt": (HETERO, {"window_jobs": 12, "preemption": True}),
+    # more servers than destination columns: the general (non-dense) observation path
+    "big": (BIG, {"window_jobs": 25, "window_size": 8, "n_destinations": 8}),
+}
+
+
+def check_simulator(sim) -> None:
+    c = sim.cluster
+    assert sim.n_overloaded == np.count_nonzero(c.overloaded)
+    np.testing.assert_array_equal(c.server_idle_gpus, np.add.reduceat(c.gpu_n_tasks == 0, c.server_first_gpu))
+    for s in range(c.n_servers):
+        assert c.tasks_by_id(s) == tuple(sorted(c.server_tasks[s], key=lambda t: t.tid))
+        gpus = c.server_gpus(s)
+        assert c.server_max_free_gpu_mem[s] == max(c.gpu_mem_cap[g] - c.gpu_mem_used[g] for g in gpus)
+    for job in sim.jobs:
+        if job.plan is None:
+            continue
+        servers = [t.server for t in job.tasks]
+        gpus = [t.gpu for t in job.tasks]
+        assert job.slots == list(zip(servers, gpus))
+        fresh = placement_plan([t.t for t in job.tasks], job.spec, servers, gpus, c.intra_gbps, c.nic_gbps)
+        assert job.plan == fresh
+        for slow, T in job.iter_times.items():  # cached iteration times of this placement
+            assert T == critical_time(fresh, [u * f for u, f in zip(job.unit_compute, slow)])
+    # NIC load = sum over progressing jobs of their cross-server bytes x rate (summed in another order)
+    net = np.zeros(c.n_servers)
+    for job in sim.active_jobs.values():
+        if job.rate > 0 and job.fully_placed:
+            for (a, b), mb in job.cross_mb_per_iter.items():
+                net[a] += mb * job.rate
+                net[b] += mb * job.rate
+    np.testing.assert_allclose(c.net_mbps, net, rtol=1e-9, atol=1e-6)
+
+
+def check_env(u, obs) -> None:
+    b = u.obs_builder
+    # a new builder (empty caches, free resources computed from the cluster) gives the same observation
+    fresh = ObservationBuilder(u.W, u.K, u.G, u.model_names, u.config.loss_history, u.config.time_scale)
+    fresh.reset(u.sim)
+    ref = fresh.build(u.sim, u.candidates, u.candidate_kind, u._dest, u._dist, u._U, u._mask, u._queue_beyond,
+                      u._round_actions, u._clock_offset)
+    assert sorted(ref) == sorted(obs)
+    for k in obs:
+        np.testing.assert_array_equal(obs[k], ref[k], err_msg=k)
+    assert u._can_act == bool(u._mask[:-1].any())
+    for k, v in obs.items():  # the caller's arrays are its own
+        assert not np.shares_memory(v, u._obs[k]), k
+    rows = [r for r, t in enumerate(u.candidates) if t is not None]
+    cols = {s: i for i, s in enumerate(u.destinations) if s >= 0}
+    A = np.zeros((u.W, u.K))
+    for r in rows:
+        task = u.candidates[r]
+        nb = task.t.parents + task.t.children
+        running = [task.job.tasks[k] for k in nb if task.job.tasks[k].state == TaskState.RUNNING]
+        assert b._neighbour_servers(task) == (1.0 / len(nb) if nb else 0.0, [t.server for t in running])
+        for t in running:
+            if t.server in cols:
+                A[r, cols[t.server]] += 1.0 / len(nb)
+        # static columns: what the per-task and per-job helpers give for this row's task
+        T = obs["tasks"][r]
+        np.testing.assert_array_equal(T[b._o_tstat:b._o_jstat], b._tstat(task))
+        np.testing.assert_array_equal(T[b._o_jstat:b._o_jdyn], b._jstat(task.job))
+        np.testing.assert_array_equal(T[b._o_jdyn:b._o_model], b._job_dyn[task.job][1])
+    np.testing.assert_array_equal(obs["affinity"], A.astype(np.float32))
+    assert not obs["tasks"][len(rows):].any()
+
+
+def rollout_and_check(scenario: str, seed: int, steps: int) -> None:
+    env_id, kw = SCENARIOS[scenario]
+    env = gym.make(env_id, **kw)
+    u = env.unwrapped
+    obs, _ = env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    for i in range(steps):
+        obs, _, te, tr, _ = env.step(int(rng.choice(np.flatnonzero(u.action_masks()))))
+        if i % 7 == 0 or te or tr:
+            check_simulator(u.sim)
+            check_env(u, obs)
+        if te or tr:
+            obs, _ = env.reset()
+    check_simulator(u.sim)
+    check_env(u, obs)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 1), scenario=st.sampled_from(sorted(SCENARIOS)), steps=st.integers(30, 250))
+def test_caches_match_a_rebuild_after_random_rollouts(seed, scenario, steps):
+    rollout_and_check(scenario, seed, steps)
+
+
+def test_caches_match_a_rebuild_long_rollout():
+    rollout_and_check("default", 3, 1500)
+
+
+def test_finished_jobs_leave_no_stale_state():
+    env = gym.make(DEFAULT, window_jobs=6)
+    u = env.unwrapped
+    env.reset(seed=1)
+    te = tr = False
+    while not (te or tr):
+        _, _, te, tr, _ = env.step(u.end_round_action if not u._can_act else int(np.flatnonzero(u.action_masks())[0]))
+    sim = u.sim
+    check_simulator(sim)
+    c = sim.cluster
+    if all(j.state in (JobState.FINISHED, JobState.STOPPED) for j in sim.jobs):
+        assert not any(c.server_tasks) and all(len(t) == 0 for t in (c.tasks_by_id(s) for s in range(c.n_servers)))
+        assert (c.server_max_free_gpu_mem == c.gpu_mem_cap[c.server_first_gpu]).all()
+        assert np.allclose(c.net_mbps, 0.0) and not math.isnan(float(c.net_mbps.sum()))
