@@ -150,7 +150,8 @@ def test_relative_reward_run_trains_on_it_and_evaluates_on_the_plain_objective(t
 
 
 def test_reward_baseline_flag_and_its_errors():
-    assert ppo.build_config({})["reward_baseline"] == "mlf-h"
+    assert ppo.build_config({})["reward_baseline"] is None  # the env's own reward by default
+    assert ppo.build_config({}, str(ROOT / "train" / "long.yaml"))["reward_baseline"] == "mlf-h"
     with pytest.raises(ppo.ConfigError, match="reward_baseline"):
         ppo.build_config({"reward_baseline": "mlf-x"})
     args = ppo.make_parser().parse_args(["--reward-baseline", "none"])

@@ -41,9 +41,9 @@ DEFAULTS: dict[str, Any] = {
     "train_max_steps": 5000,      # agent steps per training episode (truncation; keeps episodes bounded)
     # behaviour cloning (warm start)
     "expert": "mlf-h",
-    "reward_baseline": "mlf-h",   # train on the env's reward minus this heuristic's on the same window
-                                  # (agents/relative_reward.py: an input-dependent baseline; without it PPO
-                                  # degraded the cloned policy, docs/training.md); None = the env's own reward
+    "reward_baseline": None,      # a heuristic: train on the env's reward minus its reward on the same window
+                                  # (agents/relative_reward.py, an input-dependent baseline; train/long.yaml uses
+                                  # it; measured effect mixed, docs/training.md); None = the env's own reward
     "bc_steps": 800,              # gradient steps on the expert's own rollouts; 0 = no warm start
     "bc_episodes": 40,            # expert episodes on training windows
     "bc_holdout_episodes": 5,     # further expert episodes to measure agreement on unseen states
