@@ -314,20 +314,33 @@ class PairwisePPOPolicy(_PairwiseMixin, ActorCriticPolicy):
     """Plain-PPO policy with the pairwise scorer (masks applied inside the network from obs["action_mask"])."""
 
 
-def policy_spec(policy: str, algo: str, net_arch: list[int] | None = None, d: int = 64) -> tuple[type, dict]:
-    """(policy class, policy_kwargs) for ``--policy`` mlp|pairwise and ``--algo`` maskable|ppo."""
+def policy_spec(policy: str, algo: str, net_arch: list[int] | None = None, d: int = 64,
+                share_encoder: bool = True) -> tuple[type, dict]:
+    """(policy class, policy_kwargs) for ``--policy`` mlp|pairwise and ``--algo`` maskable|ppo.
+    ``share_encoder=False`` gives the critic its own copy of the encoder (SB3's ``share_features_extractor``),
+    so value-loss gradients cannot move the actor's features (twice the encoder compute)."""
     if policy == "mlp":
         cls = MaskableActorCriticPolicy if algo == "maskable" else ActorCriticPolicy
         arch = list(net_arch or [256, 256])
-        return cls, {"features_extractor_class": FlatObsExtractor, "net_arch": {"pi": arch, "vf": arch}}
+        return cls, {"features_extractor_class": FlatObsExtractor, "net_arch": {"pi": arch, "vf": arch},
+                     "share_features_extractor": bool(share_encoder)}
     if policy == "pairwise":
-        return (PairwiseMaskablePolicy if algo == "maskable" else PairwisePPOPolicy), {"d": int(d)}
+        return ((PairwiseMaskablePolicy if algo == "maskable" else PairwisePPOPolicy),
+                {"d": int(d), "share_features_extractor": bool(share_encoder)})
     raise ValueError(f"unknown policy {policy!r}; choose 'mlp' or 'pairwise'")
+
+
+def actor_features(policy, obs: dict[str, th.Tensor]) -> th.Tensor:
+    """The actor's features of an SB3 actor-critic policy, with or without an encoder shared with the critic
+    (SB3's ``extract_features`` returns a (pi, vf) pair when it is not shared)."""
+    if getattr(policy, "share_features_extractor", True):
+        return policy.extract_features(obs, policy.pi_features_extractor)
+    return policy.extract_features(obs)[0]
 
 
 def masked_logits(policy, obs: dict[str, th.Tensor], masks: th.Tensor | None) -> th.Tensor:
     """Action logits of an SB3 actor-critic policy, invalid actions at -inf (for BC and agreement)."""
-    features = policy.extract_features(obs, policy.pi_features_extractor)
+    features = actor_features(policy, obs)
     logits = policy.action_net(policy.mlp_extractor.forward_actor(features))
     if masks is not None:
         logits = logits.masked_fill(~masks.bool(), float("-inf"))

@@ -187,3 +187,20 @@ def test_paired_table_by_hand():
     assert "| mlf-h | mean_jct_censored |" in md
     with pytest.raises(ValueError, match="seed"):
         paired_table({"agent": agent, "fifo": other[:2]})
+
+
+def test_separate_critic_encoder_trains_and_clones():
+    """share_encoder=False: the critic has its own encoder; BC and the agreement measure use the actor's."""
+    from sb3_contrib import MaskablePPO
+
+    env = make_env(ENV_ID, {"window_jobs": 8})
+    cls, kw = policy_spec("pairwise", "maskable", share_encoder=False)
+    model = MaskablePPO(cls, env, policy_kwargs=kw, n_steps=64, batch_size=32, device="cpu", seed=0)
+    p = model.policy
+    assert p.pi_features_extractor is not p.vf_features_extractor
+    data = collect("mlf-h", ENV_ID, {"window_jobs": 8}, [1])
+    vf_before = [t.detach().clone() for t in p.vf_features_extractor.parameters()]
+    behaviour_clone(p, data, steps=5, batch_size=16, value_coef=0.0)
+    assert all(th.equal(a, b) for a, b in zip(vf_before, p.vf_features_extractor.parameters()))  # actor-only loss
+    assert 0.0 <= agreement(p, data) <= 1.0
+    model.learn(64)

@@ -37,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "policy": "pairwise",         # mlp | pairwise
     "algo": "maskable",           # maskable (MaskablePPO) | ppo (plain PPO, no masks from the env)
     "d": 64,                      # pairwise embedding width
+    "share_encoder": True,        # False: the critic gets its own encoder (value gradients leave the actor's alone)
     "net_arch": [256, 256],       # mlp policy hidden layers (pi and vf)
     "train_max_steps": 5000,      # agent steps per training episode (truncation; keeps episodes bounded)
     # behaviour cloning (warm start)
@@ -379,7 +380,7 @@ def reward_wrapper(cfg: dict, ecfg: dict):
 def _new_model(cfg: dict, env, tb_dir: str):
     from agents.policies import policy_spec
 
-    policy_cls, pkw = policy_spec(cfg["policy"], cfg["algo"], cfg["net_arch"], cfg["d"])
+    policy_cls, pkw = policy_spec(cfg["policy"], cfg["algo"], cfg["net_arch"], cfg["d"], cfg["share_encoder"])
     if cfg["algo"] == "maskable":
         from sb3_contrib import MaskablePPO as Algo
     else:
