@@ -17,7 +17,7 @@ import numpy as np
 import torch as th
 
 from .evaluate import make_env
-from .policies import masked_logits
+from .policies import actor_features, masked_logits
 
 
 def _labelled_rollouts(env, seeds: Iterable[int], choose, gamma: float, max_steps: int | None) -> dict[str, Any]:
@@ -158,7 +158,7 @@ def behaviour_clone(policy, data: dict, steps: int, batch_size: int = 256, lr: f
         obs, masks, acts, rets = _batch(data, idx, policy.device)
         if value_coef > 0 and getattr(policy, "share_features_extractor", False):
             # one encoder pass for both heads (the pairwise encoder dominates the cost)
-            features = policy.extract_features(obs, policy.pi_features_extractor)
+            features = actor_features(policy, obs)
             logits = policy.action_net(policy.mlp_extractor.forward_actor(features))
             logits = logits.masked_fill(~masks.bool(), float("-inf"))
             v = policy.value_net(policy.mlp_extractor.forward_critic(features)).squeeze(-1)

@@ -133,9 +133,9 @@ def paired_table(by_policy: dict[str, Sequence[dict]], reference: str = "agent",
     unpaired intervals of :func:`results_table`. Records are paired by ``seed``; a policy missing a seed
     the reference has is an error (a silent drop would bias the comparison)."""
     ref = {r["seed"]: r for r in by_policy[reference]}
-    rows, lines = [], ["| vs | metric | mean difference (agent − vs) | 95 % interval | better / equal / worse |",
-                       "|---|---|---|---|---|"]
-    lines[0] = lines[0].replace("agent", reference)
+    rows = []
+    lines = [f"| vs | metric | mean difference ({reference} − vs) | 95 % interval | better / equal / worse |",
+             "|---|---|---|---|---|"]
     for p, recs in by_policy.items():
         if p == reference:
             continue

@@ -36,7 +36,8 @@ import numpy as np
 class RelativeToHeuristic(gym.Wrapper):
     """Reward = env reward minus the ``heuristic``'s reward over the same span of simulated time on the same
     window (see the module docstring). ``make_twin()`` must build an env identical to the wrapped one (same id
-    and config); ``twin_max_steps`` caps the heuristic's episode (its F stays flat after the cap)."""
+    and config); ``twin_max_steps`` caps the heuristic's episode (its F stays flat after the cap). Every step's
+    ``info`` carries ``env_reward`` (the unshifted reward) and ``heuristic_return``."""
 
     def __init__(self, env: gym.Env, make_twin: Callable[[], gym.Env], heuristic: str = "mlf-h",
                  twin_max_steps: int = 20_000):

@@ -79,8 +79,6 @@ class ObservationBuilder:
         self._o_jstat = self._o_tstat + self.n_tstat
         self._o_jdyn = self._o_jstat + self.n_jstat
         self._o_model = self._o_jdyn + self.n_jdyn
-        self._task_static: dict[int, np.ndarray] = {}
-        self._job_static: dict[int, np.ndarray] = {}
         self._job_dyn: dict = {}  # Job -> (key, row)
         self._curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -100,8 +98,6 @@ class ObservationBuilder:
         """Precompute cluster-wide normalisers and clear caches (called once per episode)."""
         c = sim.cluster
         self.cluster = c
-        self._task_static.clear()
-        self._job_static.clear()
         self._job_dyn.clear()
         self._job_red: dict = {}  # Job -> (whole iterations, loss reductions)
         self._job_curves: dict = {}  # Job -> (accuracy curve x, y, mean iteration time)
@@ -124,7 +120,6 @@ class ObservationBuilder:
         self.gpu_idx = np.where(self.gpu_valid, self.gpu_idx, 0)
         # S <= K: destination columns are the servers in index order; their static columns never change
         self._S = S
-        self._col_of = {i: i for i in range(S)}
         self._full_servers = bool((c.server_n_gpus == self.G).all())
         tpl = np.zeros((self.K, len(SERVER_COLUMNS)), np.float32)
         if S <= self.K:
@@ -133,20 +128,19 @@ class ObservationBuilder:
             tpl[:S, 11] = self.nic_f
             tpl[:S, 13:] = self.type_onehot
         self._srv_template = tpl
-        self.task_static = np.stack([self._tstat(t) for t in sim.tasks]) if sim.tasks else np.zeros((0, self.n_tstat), np.float32)
-        self.job_static = np.stack([self._jstat(j) for j in sim.jobs]) if sim.jobs else np.zeros((0, self.n_jstat), np.float32)
-        self.job_model = np.zeros((len(sim.jobs), len(self.model_names)), np.float32)  # model one-hot per job
-        for k, j in enumerate(sim.jobs):
-            i = self.model_index.get(j.spec.model)
-            if i is not None:
-                self.job_model[k, i] = 1.0
         # one task row per task with its static columns (task, job, model one-hot) filled once per episode,
         # plus an all-zero last row for the window's padding: a step gathers its rows in one indexing call
-        job_of = np.array([self.job_pos[t.job.jid] for t in sim.tasks], np.int64)
         rows = np.zeros((len(sim.tasks) + 1, self.F), np.float32)
-        rows[:-1, self._o_tstat:self._o_jstat] = self.task_static
-        rows[:-1, self._o_jstat:self._o_jdyn] = self.job_static[job_of]
-        rows[:-1, self._o_model:] = self.job_model[job_of]
+        job_rows: dict[int, tuple[np.ndarray, int | None]] = {}
+        for k, task in enumerate(sim.tasks):
+            job = task.job
+            jr = job_rows.get(job.jid)
+            if jr is None:
+                jr = job_rows[job.jid] = (self._jstat(job), self.model_index.get(job.spec.model))
+            rows[k, self._o_tstat:self._o_jstat] = self._tstat(task)
+            rows[k, self._o_jstat:self._o_jdyn] = jr[0]
+            if jr[1] is not None:
+                rows[k, self._o_model + jr[1]] = 1.0
         self._static_rows = rows
         self._pad_row = len(sim.tasks)
         self._gpu_template = np.full((self.K, self.G), -1.0, np.float32)
@@ -154,39 +148,33 @@ class ObservationBuilder:
 
     # ------------------------------------------------------------------ caches
     def _tstat(self, task) -> np.ndarray:
-        a = self._task_static.get(task.tid)
-        if a is None:
-            t = task.t
-            a = np.array([
-                1.0 if task.is_ps else 0.0,
-                t.gpu_memory_gb / self.max_gmem,
-                min(1.0, t.gpu_util),
-                min(1.0, t.cpu_cores / self.max_cpu),
-                min(1.0, t.memory_gb / self.max_mem),
-                t.share,
-                min(1.0, len(t.children) / 8.0),
-                min(1.0, t.depth / 8.0),
-                sq(t.state_mb / 1000.0),
-            ], np.float32)
-            self._task_static[task.tid] = a
-        return a
+        """The task's static columns (computed once per episode into the static rows)."""
+        t = task.t
+        return np.array([
+            1.0 if task.is_ps else 0.0,
+            t.gpu_memory_gb / self.max_gmem,
+            min(1.0, t.gpu_util),
+            min(1.0, t.cpu_cores / self.max_cpu),
+            min(1.0, t.memory_gb / self.max_mem),
+            t.share,
+            min(1.0, len(t.children) / 8.0),
+            min(1.0, t.depth / 8.0),
+            sq(t.state_mb / 1000.0),
+        ], np.float32)
 
     def _jstat(self, job) -> np.ndarray:
-        a = self._job_static.get(job.jid)
-        if a is None:
-            s, m = job.spec, job.model
-            a = np.array((
-                s.urgency / 10.0,
-                min(1.0, math.log1p(s.max_iterations) / math.log1p(1e7)),
-                min(1.0, math.log2(max(1, m.batch_size)) / 12.0),
-                min(1.0, s.data_size_mb / 1000.0),
-                min(1.0, job.n_tasks / 64.0),
-                1.0 if s.sync == "ps" else 0.0,
-                s.accuracy_requirement,
-                self.job_pos.get(job.jid, 0) / self.n_jobs,
-            ), np.float32)
-            self._job_static[job.jid] = a
-        return a
+        """The job's static columns (computed once per episode into the static rows)."""
+        s, m = job.spec, job.model
+        return np.array((
+            s.urgency / 10.0,
+            min(1.0, math.log1p(s.max_iterations) / math.log1p(1e7)),
+            min(1.0, math.log2(max(1, m.batch_size)) / 12.0),
+            min(1.0, s.data_size_mb / 1000.0),
+            min(1.0, job.n_tasks / 64.0),
+            1.0 if s.sync == "ps" else 0.0,
+            s.accuracy_requirement,
+            self.job_pos.get(job.jid, 0) / self.n_jobs,
+        ), np.float32)
 
     def _curve(self, job) -> tuple[np.ndarray, np.ndarray]:
         cv = self._curves.get(job.model.name)
@@ -307,9 +295,9 @@ class ObservationBuilder:
         # the env fills rows 0..n-1 and pads after them; any other layout takes the general path
         n = W - candidates.count(None)
         if None not in candidates[:n]:
-            rows = range(n)
+            rows, at = range(n), slice(0, n)  # a slice writes faster than a row list
         else:
-            rows = [r for r, t in enumerate(candidates) if t is not None]
+            rows = at = [r for r, t in enumerate(candidates) if t is not None]
         n_mig = 0
         if n:
             dyn = []
@@ -340,23 +328,16 @@ class ObservationBuilder:
                     prev_job, prev_jd = job, jdyn(job, now)
                 jd.append(prev_jd)
             T = self._static_rows.take(tids, axis=0)  # (take is cheaper than indexing with a list)
-            if isinstance(rows, range):
-                T[:n, :o1] = dyn
-                T[:n, o3:o4] = jd
-            else:
-                T[rows, :o1] = dyn
-                T[rows, o3:o4] = jd
+            T[at, :o1] = dyn
+            T[at, o3:o4] = jd
         else:
             T = np.zeros((W, self.F), np.float32)
 
         # affinity (W, K): share of the row task's DAG neighbours (parents, children, its PS) already placed on
         # each destination -- the pair feature behind MLF-H's bandwidth term and MLFS's bandwidth objective
+        A = np.zeros((W, self.K), np.float32)
         if n and dense:  # destination column = server: the cached rows gathered above
-            A = np.zeros((W, self.K), np.float32)
-            if isinstance(rows, range):
-                A[:n] = aff
-            else:
-                A[rows] = aff
+            A[at] = aff
         elif n:
             dl = dest.tolist()  # padding -1 maps somewhere harmless: no running neighbour is on server -1
             col_of = dict(zip(dl, range(len(dl))))
@@ -371,10 +352,6 @@ class ObservationBuilder:
                         wts.append(w)
             if flat:  # one scatter-add, summed in float64 then rounded once to float32
                 A = np.bincount(flat, wts, minlength=W * K).astype(np.float32).reshape(W, K)
-            else:
-                A = np.zeros((W, K), np.float32)
-        else:
-            A = np.zeros((W, self.K), np.float32)
 
         # servers
         if dense:  # destinations are servers 0..S-1 (S <= K): slices, static columns from a template

@@ -186,14 +186,16 @@ def _callbacks():
                 self.bar.update(self.training_env.num_envs)
             for info in self.locals.get("infos", []):
                 ep = info.get("episode")
-                if ep is not None:
-                    self.logger.record_mean("episode/return", float(ep["r"]))
-                    self.logger.record_mean("episode/length", float(ep["l"]))
-                    self.logger.record_mean("episode/cut_by_step_cap", float(bool(info.get("TimeLimit.truncated"))))
+                if ep is None:
+                    continue
+                cut = bool(info.get("TimeLimit.truncated"))  # ended by train_max_steps
+                self.logger.record_mean("episode/return", float(ep["r"]))
+                self.logger.record_mean("episode/length", float(ep["l"]))
+                self.logger.record_mean("episode/cut_by_step_cap", float(cut))
                 summ = info.get("summary")
-                if summ is not None and ep is not None:
-                    rec = {"return": float(ep["r"]), "cut": float(bool(info.get("TimeLimit.truncated")))}
-                    if "heuristic_return" in info and not info.get("TimeLimit.truncated"):
+                if summ is not None:
+                    rec = {"return": float(ep["r"]), "cut": float(cut)}
+                    if "heuristic_return" in info and not cut:
                         # reward_baseline runs, episodes that ended (not cut by the step cap): > 0 = better than
                         # the baseline heuristic on that window
                         rec["vs_baseline"] = float(ep["r"]) - float(info["heuristic_return"])

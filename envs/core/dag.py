@@ -219,27 +219,19 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
     cross: dict[tuple[int, int], float] = {}
     order = []
     groups: dict[tuple[int, int], list[int]] = {}
-    inf = math.inf
-    # the link between two task locations (link_gbps, transfer_s and a cross-server tally, inlined: this
-    # runs after every migration)
+
+    def link(a: int, b: int) -> float:
+        sa = servers[a]
+        return link_gbps(sa, servers[b], gpus[a], gpus[b], intra[sa], nic[sa], nic[servers[b]])
+
     mb = g.comm_worker_mb
     for k, r, parents in g.workers:  # tasks are stored layer by layer within a replica: already topological
-        sk, gk = servers[k], gpus[k]
         edges = []
         for p in parents:
-            sp = servers[p]
-            if gk >= 0 and gpus[p] == gk:
-                gbps = inf
-            elif sp == sk:
-                gbps = intra[sp]
-            else:
-                gbps = min(nic[sp], nic[sk])
-            edges.append((p, 0.0 if gbps == inf or mb <= 0 else mb / (gbps * MB_PER_GBIT)))
-            if sp != sk and mb > 0:
-                key = (sp, sk) if sp < sk else (sk, sp)
-                cross[key] = cross.get(key, 0.0) + mb
+            edges.append((p, transfer_s(mb, link(p, k))))
+            _tally(cross, servers[p], servers[k], mb)
         order.append((k, r, tuple(edges)))
-        groups.setdefault((r, gk), []).append(k)
+        groups.setdefault((r, gpus[k]), []).append(k)
 
     sync = 0.0
     if g.ps:
@@ -247,33 +239,25 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
         cross_total = 0.0
         mb = g.ps_mb  # push gradients, pull parameters
         for k, _r, _p in g.workers:
-            sk = servers[k]
-            gbps = intra[sk] if sk == ps_server else min(nic[sk], nic[ps_server])  # the PS has no GPU
-            v = 0.0 if mb <= 0 else mb / (gbps * MB_PER_GBIT)
-            if v > sync:
-                sync = v
-            if sk != ps_server:
+            sync = max(sync, transfer_s(mb, link(k, 0)))
+            if servers[k] != ps_server:
                 cross_total += mb
-                if mb > 0:
-                    key = (sk, ps_server) if sk < ps_server else (ps_server, sk)
-                    cross[key] = cross.get(key, 0.0) + mb
+                _tally(cross, servers[k], ps_server, mb)
         sync = max(sync, transfer_s(cross_total, nic[ps_server]))
     elif g.ring:
         mb = g.ring_mb
         for a, b in g.ring:
-            sa, sb = servers[a], servers[b]
-            if gpus[a] == gpus[b] and gpus[a] >= 0:
-                gbps = inf
-            elif sa == sb:
-                gbps = intra[sa]
-            else:
-                gbps = min(nic[sa], nic[sb])
-            sync = max(sync, transfer_s(mb, gbps))
-            if sa != sb and mb > 0:
-                key = (sa, sb) if sa < sb else (sb, sa)
-                cross[key] = cross.get(key, 0.0) + mb
+            sync = max(sync, transfer_s(mb, link(a, b)))
+            _tally(cross, servers[a], servers[b], mb)
     shared = [(r, tuple(ks)) for (r, _g), ks in groups.items() if len(ks) > 1]
     return PlacementPlan(order, shared, g.n_replicas, sync, cross)
+
+
+def _tally(cross: dict[tuple[int, int], float], a: int, b: int, mb: float) -> None:
+    """Add ``mb`` to the cross-server volume of the server pair (a, b), if they differ."""
+    if a != b and mb > 0:
+        key = (a, b) if a < b else (b, a)
+        cross[key] = cross.get(key, 0.0) + mb
 
 
 def critical_time(plan: PlacementPlan, compute: list[float]) -> float:
