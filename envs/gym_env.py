@@ -148,7 +148,6 @@ class ClusterEnv(gym.Env):
         self.destinations: list[int] = [-1] * self.K
         self._dest = np.full(self.K, -1, np.int64)
         self._done = True
-        self._obs = None
         self._carry = None
 
     # ------------------------------------------------------------------ public helpers
@@ -221,6 +220,8 @@ class ClusterEnv(gym.Env):
         self._steps = 0
         self._round_actions = 0
         self._touched: set[int] = set()
+        self._round = 0  # decision rounds so far (keys the per-round cache of movable tasks)
+        self._movable: list[tuple[int, int, list]] = [(-1, -1, [])] * self._S
         self._done = False
         self._terminated = self._truncated = False
         self._history.clear()
@@ -242,7 +243,7 @@ class ClusterEnv(gym.Env):
         a = int(action)
         if self._done:
             zero = np.zeros(len(OBJECTIVE_NAMES), np.float32) if self.config.vector_reward else 0.0
-            return ({k: v.copy() for k, v in self._obs.items()}, zero, self._terminated, self._truncated,
+            return (self._make_obs(), zero, self._terminated, self._truncated,
                     {**self._info(np.zeros(5)), "summary": self.sim.summary()})
         self._steps += 1
         before = self._carry if self._carry is not None else self._counters()
@@ -255,7 +256,7 @@ class ClusterEnv(gym.Env):
                 raise InvalidAction(reason)
             penalty = float(self.config.invalid_penalty)
             info_extra["invalid_action"] = reason
-            obs = {k: v.copy() for k, v in self._obs.items()}
+            obs = self._make_obs()  # the state did not change: the same observation, in new arrays
         else:
             if a == self.end_round_action:
                 self._advance()
@@ -324,6 +325,7 @@ class ClusterEnv(gym.Env):
         while True:
             more = sim.next_decision()
             self._touched.clear()
+            self._round += 1
             self._round_actions = 0
             if not more:
                 self._done = True
@@ -380,15 +382,17 @@ class ClusterEnv(gym.Env):
             n_pre = 0
             mig_cap = W if self.config.migrate_rows is None else min(W, self.config.migrate_rows)
             if any_over and mig_cap:
-                server_tasks = c.server_tasks
+                server_tasks, version, movable, rnd = c.server_tasks, c.server_version, self._movable, self._round
                 for s in over.nonzero()[0].tolist():
                     if not server_tasks[s]:  # overloaded by NIC traffic alone (big clusters have many)
                         continue
-                    for t in c.tasks_by_id(s):
-                        if t.tid not in touched:
-                            rows.append(t)
-                            if len(rows) == mig_cap:
-                                break
+                    # the server's tasks not yet moved in this round, by task id. Cached per (server's task-set
+                    # version, round): a task joins `touched` only by a command that attaches it to or detaches
+                    # it from a server, which bumps that server's version
+                    hit = movable[s]
+                    if hit[0] != version[s] or hit[1] != rnd:
+                        hit = movable[s] = (version[s], rnd, [t for t in c.tasks_by_id(s) if t.tid not in touched])
+                    rows.extend(hit[2][:mig_cap - len(rows)])
                     if len(rows) == mig_cap:
                         break
             n_over = len(rows)
@@ -462,10 +466,11 @@ class ClusterEnv(gym.Env):
         self._k = k
 
     def _make_obs(self) -> dict:
-        self._obs = self.obs_builder.build(self.sim, self.candidates, self.candidate_kind, self._dest, self._dist,
-                                           self._U, self._mask, self._queue_beyond, self._round_actions,
-                                           self._clock_offset, self._free)
-        return {k: v.copy() for k, v in self._obs.items()}
+        # the builder returns new arrays and the env keeps no reference to them: they are the caller's (a state
+        # that must be shown again, after an invalid action or the end, is simply rebuilt)
+        return self.obs_builder.build(self.sim, self.candidates, self.candidate_kind, self._dest, self._dist,
+                                      self._U, self._mask, self._queue_beyond, self._round_actions,
+                                      self._clock_offset, self._free)
 
     def _why_invalid(self, a: int) -> str:
         if not 0 <= a < self.n_actions:

@@ -67,8 +67,16 @@ def check_env(u, obs) -> None:
     for k in obs:
         np.testing.assert_array_equal(obs[k], ref[k], err_msg=k)
     assert u._can_act == bool(u._mask[:-1].any())
-    for k, v in obs.items():  # the caller's arrays are its own
-        assert not np.shares_memory(v, u._obs[k]), k
+    # migration rows: tasks on overloaded servers (server order, then task id) not moved in this round
+    movable = [t for s in np.flatnonzero(u.sim.cluster.overloaded)
+               for t in sorted(u.sim.cluster.server_tasks[s], key=lambda t: t.tid) if t.tid not in u._touched]
+    n_mig = u.candidate_kind.count("migrate")
+    assert u.candidates[:n_mig] == movable[:n_mig]
+    assert n_mig == min(len(movable), u.W if u.config.migrate_rows is None else u.config.migrate_rows) or u._done
+    again = u._make_obs()
+    for k, v in obs.items():  # the caller's arrays are its own: every build returns new ones
+        assert not np.shares_memory(v, again[k]), k
+        np.testing.assert_array_equal(v, again[k], err_msg=k)
     rows = [r for r, t in enumerate(u.candidates) if t is not None]
     cols = {s: i for i, s in enumerate(u.destinations) if s >= 0}
     A = np.zeros((u.W, u.K))

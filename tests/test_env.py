@@ -156,6 +156,13 @@ def test_invalid_action_penalty_mode():
     assert u.sim.now == t0 and len(u.sim.queue) == q0
     for k in obs:
         assert np.array_equal(obs[k], obs2[k])
+    # the env keeps no reference to what it returned: a caller writing into its arrays changes nothing
+    kept = {k: v.copy() for k, v in obs2.items()}
+    for v in obs2.values():
+        v.fill(7)
+    obs2b, *_ = env.step(bad)
+    for k in kept:
+        assert np.array_equal(obs2b[k], kept[k]), k
     obs3, r, _, _, info = env.step(u.action_space.n + 5)
     assert r == -2.5 and np.array_equal(info["objectives"], np.zeros(5)) and "out of range" in info["invalid_action"]
 
