@@ -88,6 +88,24 @@ def test_config_rejects_unknown_keys(tmp_path):
     assert ppo.build_config({"reward_weights": "1,0,0,0,0"})["reward_weights"] == [1.0, 0, 0, 0, 0]
 
 
+@pytest.mark.parametrize("key,value", [("final_eval_episodes", -1), ("eval_episodes", 0), ("n_envs", 0),
+                                       ("timesteps", 1.5), ("batch_size", "64"), ("bc_steps", True)])
+def test_config_rejects_bad_counts(key, value):
+    with pytest.raises(ppo.ConfigError, match=rf"{key} must be an integer >= \d, got {value!r}"):
+        ppo.build_config({key: value})
+    with pytest.raises(ppo.ConfigError, match="bc_episodes must be >= 1"):
+        ppo.build_config({"bc_episodes": 0})
+    assert ppo.build_config({"bc_episodes": 0, "bc_steps": 0, "train_max_steps": None})["train_max_steps"] is None
+
+
+def test_no_final_table(tmp_path):
+    out = tmp_path / "run"
+    res = ppo.train(ppo.build_config({**TINY, "timesteps": 128, "bc_steps": 0, "final_eval_episodes": 0,
+                                      "out": str(out)}))
+    assert res["results_md"] is None and res["num_timesteps"] == 128
+    assert (out / "final_model.zip").exists() and not (out / "results.md").exists()
+
+
 def test_help_lists_flags(capsys):
     with pytest.raises(SystemExit):
         ppo.main(["--help"])

@@ -92,6 +92,15 @@ class ConfigError(ValueError):
     pass
 
 
+# integer settings and their least allowed value (0 = "none": no warm start, no periodic evaluation between the
+# ones before and after training, no final table)
+_COUNTS = {"timesteps": 0, "n_envs": 1, "n_steps": 1, "batch_size": 1, "n_epochs": 1, "train_max_steps": 1,
+           "bc_steps": 0, "bc_episodes": 0, "bc_holdout_episodes": 0, "bc_dagger_rounds": 0, "bc_dagger_episodes": 0,
+           "bc_dagger_steps": 0, "bc_dagger_max_steps": 1, "bc_batch_size": 1, "eval_freq": 0, "eval_episodes": 1,
+           "eval_max_steps": 1, "final_eval_episodes": 0, "log_every": 1}
+_MAY_BE_NONE = {"train_max_steps", "bc_dagger_max_steps", "eval_max_steps"}  # None = no step cap
+
+
 # ---------------------------------------------------------------------------------------------- config
 def check_keys(d: dict, where: str) -> None:
     bad = sorted(set(d) - set(DEFAULTS))
@@ -127,6 +136,14 @@ def build_config(overrides: dict | None = None, config_file: str | None = None) 
         check_keys(overrides, "overrides")
         cfg.update(overrides)
     cfg["reward_weights"] = parse_weights(cfg["reward_weights"])
+    for key, least in _COUNTS.items():
+        v = cfg[key]
+        if v is None and key in _MAY_BE_NONE:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or v < least:
+            raise ConfigError(f"{key} must be an integer >= {least}, got {v!r}")
+    if cfg["bc_steps"] > 0 and cfg["bc_episodes"] < 1:
+        raise ConfigError("bc_episodes must be >= 1 when bc_steps > 0 (the warm start clones expert episodes)")
     if cfg["policy"] not in ("mlp", "pairwise"):
         raise ConfigError(f"policy must be 'mlp' or 'pairwise', got {cfg['policy']!r}")
     if cfg["algo"] not in ("maskable", "ppo"):
@@ -571,6 +588,13 @@ def train(cfg: dict, resume: bool = False, stop_at: int | None = None) -> dict:
 
     eval_model = load_agent(best, device=cfg["device"], algo=cfg["algo"], warn=False) if best.exists() else model
     which = f"best checkpoint (step {run.state['best_step']:,})" if best.exists() else "final model"
+    if not cfg["final_eval_episodes"]:
+        print("No final table (final_eval_episodes = 0).", flush=True)
+        run.state["finished"] = True
+        run.save_state()
+        print(f"Run folder: {out}  (tensorboard --logdir {out / 'tb'})", flush=True)
+        return {"out": str(out), "num_timesteps": int(model.num_timesteps), "interrupted": False,
+                "bc": run.state.get("bc"), "results_md": None, "results": []}
     rows, md, records = final_evaluation(run, eval_model)
     _write_csv(out / "results.csv", rows)
     _write_csv(out / "episodes.csv", records)
@@ -620,7 +644,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-freq", type=int, default=None,
                    help=f"env steps between periodic evaluations, 0 = none (default {D['eval_freq']})")
     p.add_argument("--final-eval-episodes", type=int, default=None,
-                   help=f"held-out windows in the final table (default {D['final_eval_episodes']})")
+                   help=f"held-out windows in the final table, 0 = none (default {D['final_eval_episodes']})")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
