@@ -349,11 +349,12 @@ class ClusterEnv(gym.Env):
         over = c.overloaded
         n_over_servers = sim.n_overloaded
         any_over = n_over_servers > 0
-        if any_over and n_over_servers < self._S:
-            ideal = U.min(axis=0, where=~over[:, None], initial=np.inf)  # == U[~over].min(axis=0)
-        else:
-            ideal = U.min(axis=0)
-        dist_all = np.sqrt(((U - ideal) ** 2).sum(axis=1))
+        ideal = U[~over].min(axis=0) if any_over and n_over_servers < self._S else U.min(axis=0)
+        # distance to the ideal host: the squares summed column by column in the order of sum(axis=1) (same
+        # bits), several times faster than the row-wise reduction on large clusters
+        D = U - ideal
+        D *= D
+        dist_all = np.sqrt(((D[:, 0] + D[:, 1]) + D[:, 2]) + D[:, 3])
         dest = self._dest
         if self._S <= K:
             k = self._S
