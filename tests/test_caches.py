@@ -32,6 +32,16 @@ def check_simulator(sim) -> None:
     c = sim.cluster
     assert sim.n_overloaded == np.count_nonzero(c.overloaded)
     np.testing.assert_array_equal(c.server_idle_gpus, np.add.reduceat(c.gpu_n_tasks == 0, c.server_first_gpu))
+    # the engine's Python copies of the usage arrays
+    assert sim._cpu_use == c.cpu_use.tolist() and sim._mem_use == c.mem_use.tolist()
+    assert sim._net == c.net_mbps.tolist() and sim._over == c.overloaded.tolist()
+    # per-GPU (job, utilisation) lists: the jobs in order of first appearance, each at its busiest task
+    for g in range(c.n_gpus):
+        if sim._gpu_jobs[g] is not None:
+            per_job = {}
+            for t in c.gpu_tasks[g]:
+                per_job[t.job] = max(per_job.get(t.job, 0.0), t.t.gpu_util)
+            assert sim._gpu_jobs[g] == tuple(per_job.items())
     for s in range(c.n_servers):
         assert c.tasks_by_id(s) == tuple(sorted(c.server_tasks[s], key=lambda t: t.tid))
         gpus = c.server_gpus(s)

@@ -148,11 +148,20 @@ class Simulator:
         self._mem_limit = (h * c.mem_cap).tolist()
         self._net_limit = (h * c.nic_gbps * 125.0).tolist()
         self._gpu_server = c.gpu_server.tolist()
+        # Python-float copies of the usage arrays the engine reads one element at a time (numpy element reads
+        # cost several times more); every write goes to both, the arrays stay what observers read
+        self._cpu_use = c.cpu_use.tolist()
+        self._mem_use = c.mem_use.tolist()
+        self._net = c.net_mbps.tolist()
+        self._over = c.overloaded.tolist()
         # per-server bandwidths for plan_placement: lists of the arrays' own numpy scalars (same values and
         # types as indexing the arrays, faster to index)
         self._intra = list(c.intra_gbps)
         self._nic = list(c.nic_gbps)
         self._gpu_hot = [False] * c.n_gpus
+        # per GPU: ((job, highest GPU utilisation of its tasks there), ...) in the order the jobs first appear
+        # in gpu_tasks; None = rebuild (after a task is attached to or detached from the GPU)
+        self._gpu_jobs: list[tuple | None] = [()] * c.n_gpus
         self._server_hot_gpus = [0] * c.n_servers
         self._events: list = []
         self._seq = 0
@@ -162,7 +171,7 @@ class Simulator:
         self._n_overloaded = 0  # servers currently overloaded
         self._overload_offered: tuple = ()  # overloaded servers at the last overload-driven decision point
         self._overload_offered_at = -math.inf
-        self._usage_pending: set[int] = set()
+        self._usage_pending: set[Job] = set()  # jobs with a resource-use change scheduled
         self._gang_token: dict[int, int] = {}
         self._done = False
         self.decision_count = 0
@@ -434,8 +443,9 @@ class Simulator:
                     return True
                 self._after_round()
                 continue
-            self._handle(kind, obj, token)
-            self._flush()
+            if kind != EV_COMPLETE or token == obj.epoch:  # most completions were rescheduled since: nothing to do
+                self._handle(kind, obj, token)
+                self._flush()
             if not self.active_jobs and all(j.state != JobState.PENDING for j in self.jobs):
                 break
         self._done = True
@@ -496,17 +506,18 @@ class Simulator:
             if job.state == JOB_ACTIVE:
                 self._touch(job)
         elif kind == EV_USAGE:
-            self._usage_pending.discard(job.jid)
+            self._usage_pending.discard(job)
             if job.state == JOB_ACTIVE and job.n_placed > 0:
                 cfg = self.config
                 f = float(np.exp(self.rng.normal(0.0, cfg.usage_sigma)))
                 f = min(cfg.usage_max, max(cfg.usage_min, f))
                 # apply the change per server (a wide job has many tasks on few servers)
                 c, df = self.cluster, f - job.usage_factor
+                cpu_use, mem_use = self._cpu_use, self._mem_use
                 layout = job.usage_layout or self._usage_layout(job)
                 for srv, cpu, mem in layout[0]:
-                    c.cpu_use[srv] += cpu * df
-                    c.mem_use[srv] += mem * df
+                    c.cpu_use[srv] = cpu_use[srv] = cpu_use[srv] + cpu * df
+                    c.mem_use[srv] = mem_use[srv] = mem_use[srv] + mem * df
                 job.usage_factor = f
                 self._refresh_servers(layout[1], layout[2], memory_changed=False)
                 self._schedule_usage(job)
@@ -544,8 +555,8 @@ class Simulator:
 
     def _schedule_usage(self, job: Job) -> None:
         mean = self.config.usage_change_mean_s
-        if mean > 0 and job.jid not in self._usage_pending:
-            self._usage_pending.add(job.jid)
+        if mean > 0 and job not in self._usage_pending:
+            self._usage_pending.add(job)
             self._push(self.now + float(self.rng.exponential(mean)), EV_USAGE, job)
 
     def _enqueue(self, task: Task) -> None:
@@ -559,8 +570,8 @@ class Simulator:
     def _apply_usage(self, task: Task, sign: float) -> None:
         c, f = self.cluster, task.job.usage_factor
         s = task.server
-        c.cpu_use[s] += sign * task.t.cpu_cores * f
-        c.mem_use[s] += sign * task.t.memory_gb * f
+        c.cpu_use[s] = self._cpu_use[s] = self._cpu_use[s] + sign * task.t.cpu_cores * f
+        c.mem_use[s] = self._mem_use[s] = self._mem_use[s] + sign * task.t.memory_gb * f
 
     def _attach(self, task: Task, server: int, gpu: int) -> None:
         c, t = self.cluster, task.t
@@ -577,6 +588,7 @@ class Simulator:
             if c.gpu_n_tasks[gpu] == 1:
                 c.server_idle_gpus[server] -= 1
             c.gpu_tasks[gpu].append(task)
+            self._gpu_jobs[gpu] = None
         self._apply_usage(task, +1.0)
         job = task.job
         job.n_placed += 1
@@ -599,6 +611,7 @@ class Simulator:
             if c.gpu_n_tasks[gpu] == 0:
                 c.server_idle_gpus[server] += 1
             c.gpu_tasks[gpu].remove(task)
+            self._gpu_jobs[gpu] = None
         task.server, task.gpu = -1, -1
         task.job.n_placed -= 1
         task.job.plan = task.job.usage_layout = None
@@ -611,28 +624,23 @@ class Simulator:
         c = self.cluster
         gpu_load, gpu_n_jobs, gpu_slow = c.gpu_load, c.gpu_n_jobs, c.gpu_slow
         h = self.config.overload_threshold
-        gpu_hot, server_hot = self._gpu_hot, self._server_hot_gpus
+        gpu_hot, server_hot, gpu_jobs = self._gpu_hot, self._server_hot_gpus, self._gpu_jobs
         for g in gpus:
-            on_gpu = c.gpu_tasks[g]
-            if len(on_gpu) == 1:  # the common exclusive case: no per-job bookkeeping
-                t = on_gpu[0]
-                load = t.t.gpu_util * t.job.usage_factor  # == _task_gpu_use(t), inlined: the hottest loop
+            on_gpu = gpu_jobs[g]
+            if on_gpu is None:
+                on_gpu = self._gpu_job_utils(g)
+            if len(on_gpu) == 1:  # the common exclusive case
+                job, util = on_gpu[0]
+                load = util * job.usage_factor  # == _task_gpu_use of its tasks, inlined: the hottest loop
                 if load > 1.0:
                     load = 1.0
                 n_jobs = 1
-            else:
-                per_job: dict[Job, float] = {}  # a job's tasks on one GPU count once, at their highest use
-                for t in on_gpu:
-                    job = t.job
-                    use = t.t.gpu_util * job.usage_factor
-                    if use > 1.0:
-                        use = 1.0
-                    if use > per_job.get(job, 0.0):
-                        per_job[job] = use
-                    elif job not in per_job:
-                        per_job[job] = 0.0
-                load = sum(per_job.values())
-                n_jobs = len(per_job)
+            else:  # a job's tasks on one GPU count once, at their highest use (the same sum as a per-task scan)
+                load = 0
+                for job, util in on_gpu:
+                    use = util * job.usage_factor
+                    load += 1.0 if use > 1.0 else use
+                n_jobs = len(on_gpu)
             gpu_load[g] = load
             gpu_n_jobs[g] = n_jobs
             # a GPU is overloaded when jobs *share* it beyond h_r: one job alone at high utilisation is busy,
@@ -641,29 +649,40 @@ class Simulator:
             if hot != gpu_hot[g]:
                 gpu_hot[g] = hot
                 server_hot[self._gpu_server[g]] += 1 if hot else -1
-            slow = self._contention(load) if n_jobs > 1 else 1.0
+            slow = 1.0 if n_jobs == 1 or load <= 1.0 else self._contention(load)
             if slow != gpu_slow[g]:
                 gpu_slow[g] = slow
-                self._touch_jobs(c.gpu_tasks[g])
-        cpu_use, mem_use, net, overloaded, server_slow = c.cpu_use, c.mem_use, c.net_mbps, c.overloaded, c.server_slow
+                for job, _ in on_gpu:
+                    self._touch(job)
+        cpu_use, mem_use, net, over_now, server_slow = self._cpu_use, self._mem_use, self._net, self._over, c.server_slow
         for s in servers:
             if memory_changed:
                 c.refresh_free_gpu_mem(s)
-            cu, mu = float(cpu_use[s]), float(mem_use[s])
-            over = (cu > self._cpu_limit[s] or mu > self._mem_limit[s] or float(net[s]) > self._net_limit[s]
+            cu, mu = cpu_use[s], mem_use[s]
+            over = (cu > self._cpu_limit[s] or mu > self._mem_limit[s] or net[s] > self._net_limit[s]
                     or server_hot[s] > 0)
-            was = bool(overloaded[s])
-            if over != was:
+            if over != over_now[s]:
                 if over:
                     self.metrics.overload_occurrences += 1
                     self._request_tick()
                 self._n_overloaded += 1 if over else -1
-                overloaded[s] = over
+                c.overloaded[s] = over_now[s] = over
             ratio = max(cu / self._cpu_cap[s], mu / self._mem_cap[s])
             slow = 1.0 if ratio <= 1.0 else self._contention(ratio)  # the common case without a call
             if slow != server_slow[s]:
                 server_slow[s] = slow
                 self._touch_jobs(c.server_tasks[s])
+
+    def _gpu_job_utils(self, g: int) -> tuple:
+        """Rebuild _gpu_jobs[g]. A job's use of the GPU is its busiest task's: max(util) x usage factor,
+        equal to the max over its tasks of util x factor (multiplication by a positive factor is monotone)."""
+        per_job: dict[Job, float] = {}
+        for t in self.cluster.gpu_tasks[g]:
+            util = t.t.gpu_util
+            if util > per_job.get(t.job, -1.0):
+                per_job[t.job] = util
+        self._gpu_jobs[g] = entries = tuple(per_job.items())
+        return entries
 
     def _contention(self, ratio: float) -> float:
         """Slowdown factor of an over-committed resource: ``ratio`` (use / capacity) rounded up to the
@@ -685,9 +704,9 @@ class Simulator:
                 if di > 0:
                     job.iters += di
                     job.running_time += dt
-                    mb = di * job.cross_mb_rate_total
-                    job.cross_mb += mb
-                    self.metrics.add_cross_per_iter(job.cross_mb_per_iter, di)
+                    if job.cross_mb_per_iter:  # (adding 0 bytes changes nothing)
+                        job.cross_mb += di * job.cross_mb_rate_total
+                        self.metrics.add_cross_per_iter(job.cross_mb_per_iter, di)
                 job.waiting_time += (now - job.last_update) - dt
             else:
                 job.waiting_time += now - job.last_update
@@ -733,20 +752,16 @@ class Simulator:
                     job.slots = list(zip(servers, gpus))
                     job.slow_key = None
                     job.iter_times = {}
-                slow = []
-                for s, g in job.slots:
-                    f = server_slow[s]
-                    if g >= 0 and gpu_slow[g] > f:
-                        f = gpu_slow[g]
-                    slow.append(f)
-                slow_key = tuple(slow)
+                # each task runs at the larger of its server's and its GPU's slowdown
+                slow_key = tuple([gpu_slow[g] if g >= 0 and gpu_slow[g] > server_slow[s] else server_slow[s]
+                                  for s, g in job.slots])
                 if slow_key != job.slow_key:
                     job.slow_key = slow_key
                     # contention factors move among a few rounded values as resource use varies: keep the
                     # iteration time of each for the current placement
                     T = job.iter_times.get(slow_key)
                     if T is None:
-                        T = critical_time(job.plan, [u * f for u, f in zip(job.unit_compute, slow)])
+                        T = critical_time(job.plan, [u * f for u, f in zip(job.unit_compute, slow_key)])
                         job.iter_times[slow_key] = T
                     job.iter_time = T
                     job.rate = 1.0 / T if T > 0 else math.inf
@@ -757,7 +772,8 @@ class Simulator:
                 job.rate = 0.0
                 job.cross_mb_per_iter = {}
                 job.cross_mb_rate_total = 0.0
-            if old_rate != job.rate or old_cross is not job.cross_mb_per_iter:
+            # NIC loads change only for a job with cross-server traffic before or after (most jobs have none)
+            if (old_rate != job.rate or old_cross is not job.cross_mb_per_iter) and (old_cross or job.cross_mb_per_iter):
                 self._update_net(job, old_rate, old_cross)
             if job.rate > 0 and placed:
                 if job.iters >= job.target_iters - 1e-9:
@@ -778,7 +794,7 @@ class Simulator:
         # (numpy element arithmetic costs several times more), written back once per server; the order in
         # which the changed servers are then checked does not matter (the tick request is the same for all)
         c = self.cluster
-        net = c.net_mbps
+        net = self._net
         vals: dict[int, float] = {}
         if old_rate > 0:
             for (a, b), mb in old_cross.items():
@@ -791,13 +807,13 @@ class Simulator:
                 d = mb * rate
                 vals[a] = (vals[a] if a in vals else net[a]) + d
                 vals[b] = (vals[b] if b in vals else net[b]) + d
-        limit, overloaded = self._net_limit, c.overloaded
+        limit, over_now = self._net_limit, self._over
         for s, v in vals.items():
             if abs(v) < 1e-9:
                 v = 0.0
-            net[s] = v
-            if v > limit[s] and not overloaded[s]:
-                overloaded[s] = True
+            c.net_mbps[s] = net[s] = v
+            if v > limit[s] and not over_now[s]:
+                c.overloaded[s] = over_now[s] = True
                 self._n_overloaded += 1
                 self.metrics.overload_occurrences += 1
                 self._request_tick()
