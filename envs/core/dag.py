@@ -217,21 +217,31 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
                    nic: list[float]) -> PlacementPlan:
     """:func:`placement_plan` from the job's :class:`JobGraph` (what the simulator calls)."""
     cross: dict[tuple[int, int], float] = {}
-    order = []
-    groups: dict[tuple[int, int], list[int]] = {}
 
-    def link(a: int, b: int) -> float:
-        sa = servers[a]
-        return link_gbps(sa, servers[b], gpus[a], gpus[b], intra[sa], nic[sa], nic[servers[b]])
+    def send(a: int, b: int, mb: float) -> float:
+        """Seconds to move ``mb`` from task a to task b (:func:`link_gbps`, :func:`transfer_s` in one call, the
+        simulator re-plans after every move); bytes between two servers are tallied in ``cross``."""
+        sa, sb = servers[a], servers[b]
+        if sa != sb:
+            if mb <= 0:
+                return 0.0
+            key = (sa, sb) if sa < sb else (sb, sa)
+            cross[key] = cross.get(key, 0.0) + mb
+            return mb / (min(nic[sa], nic[sb]) * MB_PER_GBIT)
+        if mb <= 0 or gpus[a] == gpus[b] >= 0:
+            return 0.0
+        return mb / (intra[sa] * MB_PER_GBIT)
 
     mb = g.comm_worker_mb
-    for k, r, parents in g.workers:  # tasks are stored layer by layer within a replica: already topological
-        edges = []
-        for p in parents:
-            edges.append((p, transfer_s(mb, link(p, k))))
-            _tally(cross, servers[p], servers[k], mb)
-        order.append((k, r, tuple(edges)))
-        groups.setdefault((r, gpus[k]), []).append(k)
+    # tasks are stored layer by layer within a replica: already topological
+    order = [(k, r, tuple([(p, send(p, k, mb)) for p in parents])) for k, r, parents in g.workers]
+    shared = []
+    worker_gpus = [gpus[k] for k, _r, _p in g.workers]
+    if len(set(worker_gpus)) < len(worker_gpus):  # some GPU holds several workers (of one replica?)
+        groups: dict[tuple[int, int], list[int]] = {}
+        for (k, r, _p), gpu in zip(g.workers, worker_gpus):
+            groups.setdefault((r, gpu), []).append(k)
+        shared = [(r, tuple(ks)) for (r, _g), ks in groups.items() if len(ks) > 1]
 
     sync = 0.0
     if g.ps:
@@ -239,17 +249,18 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
         cross_total = 0.0
         mb = g.ps_mb  # push gradients, pull parameters
         for k, _r, _p in g.workers:
-            sync = max(sync, transfer_s(mb, link(k, 0)))
+            t = send(k, 0, mb)
+            if t > sync:
+                sync = t
             if servers[k] != ps_server:
                 cross_total += mb
-                _tally(cross, servers[k], ps_server, mb)
         sync = max(sync, transfer_s(cross_total, nic[ps_server]))
     elif g.ring:
         mb = g.ring_mb
         for a, b in g.ring:
-            sync = max(sync, transfer_s(mb, link(a, b)))
-            _tally(cross, servers[a], servers[b], mb)
-    shared = [(r, tuple(ks)) for (r, _g), ks in groups.items() if len(ks) > 1]
+            t = send(a, b, mb)
+            if t > sync:
+                sync = t
     return PlacementPlan(order, shared, g.n_replicas, sync, cross)
 
 

@@ -154,10 +154,10 @@ class Simulator:
         self._mem_use = c.mem_use.tolist()
         self._net = c.net_mbps.tolist()
         self._over = c.overloaded.tolist()
-        # per-server bandwidths for plan_placement: lists of the arrays' own numpy scalars (same values and
-        # types as indexing the arrays, faster to index)
-        self._intra = list(c.intra_gbps)
-        self._nic = list(c.nic_gbps)
+        # per-server bandwidths for plan_placement and migrations, as Python floats (the same values; arithmetic
+        # on them is the same IEEE arithmetic as on numpy scalars, several times cheaper)
+        self._intra = c.intra_gbps.tolist()
+        self._nic = c.nic_gbps.tolist()
         self._gpu_hot = [False] * c.n_gpus
         # per GPU: ((job, highest GPU utilisation of its tasks there), ...) in the order the jobs first appear
         # in gpu_tasks; None = rebuild (after a task is attached to or detached from the GPU)
@@ -359,7 +359,7 @@ class Simulator:
         c = self.cluster
         delay = self.config.migration_base_s
         if src != server:
-            delay += task.t.state_mb / (min(c.nic_gbps[src], c.nic_gbps[server]) * 125.0)
+            delay += task.t.state_mb / (min(self._nic[src], self._nic[server]) * 125.0)
             self.metrics.add_cross(src, server, task.t.state_mb)
             job.cross_mb += task.t.state_mb
         job.paused_until = max(job.paused_until, self.now + delay)
