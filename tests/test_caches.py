@@ -32,9 +32,12 @@ def check_simulator(sim) -> None:
     c = sim.cluster
     assert sim.n_overloaded == np.count_nonzero(c.overloaded)
     np.testing.assert_array_equal(c.server_idle_gpus, np.add.reduceat(c.gpu_n_tasks == 0, c.server_first_gpu))
-    # the engine's Python copies of the usage arrays
-    assert sim._cpu_use == c.cpu_use.tolist() and sim._mem_use == c.mem_use.tolist()
-    assert sim._net == c.net_mbps.tolist() and sim._over == c.overloaded.tolist()
+    # the engine's Python copies of cluster arrays
+    for copy, array in (("_cpu_alloc", c.cpu_alloc), ("_mem_alloc", c.mem_alloc), ("_gpu_mem_used", c.gpu_mem_used),
+                        ("_max_free_gpu_mem", c.server_max_free_gpu_mem), ("_gpu_load", c.gpu_load),
+                        ("_cpu_use", c.cpu_use), ("_mem_use", c.mem_use), ("_net", c.net_mbps), ("_over", c.overloaded)):
+        assert getattr(sim, copy) == array.tolist(), copy
+    np.testing.assert_array_equal(c.gpu_n_tasks, [len(t) for t in c.gpu_tasks])
     # per-GPU (job, utilisation) lists: the jobs in order of first appearance, each at its busiest task
     for g in range(c.n_gpus):
         if sim._gpu_jobs[g] is not None:

@@ -148,8 +148,13 @@ class Simulator:
         self._mem_limit = (h * c.mem_cap).tolist()
         self._net_limit = (h * c.nic_gbps * 125.0).tolist()
         self._gpu_server = c.gpu_server.tolist()
-        # Python-float copies of the usage arrays the engine reads one element at a time (numpy element reads
+        # Python copies of the ClusterState arrays the engine reads one element at a time (numpy element reads
         # cost several times more); every write goes to both, the arrays stay what observers read
+        self._cpu_alloc = c.cpu_alloc.tolist()
+        self._mem_alloc = c.mem_alloc.tolist()
+        self._gpu_mem_used = c.gpu_mem_used.tolist()
+        self._max_free_gpu_mem = c.server_max_free_gpu_mem.tolist()
+        self._gpu_load = c.gpu_load.tolist()
         self._cpu_use = c.cpu_use.tolist()
         self._mem_use = c.mem_use.tolist()
         self._net = c.net_mbps.tolist()
@@ -230,8 +235,8 @@ class Simulator:
         if not 0 <= server < c.n_servers:
             return f"unknown server {server} (valid: 0..{c.n_servers - 1})", -1
         t = task.t
-        cpu_free = c.cpu_cap[server] - c.cpu_alloc[server]
-        mem_free = c.mem_cap[server] - c.mem_alloc[server]
+        cpu_free = self._cpu_cap[server] - self._cpu_alloc[server]
+        mem_free = self._mem_cap[server] - self._mem_alloc[server]
         if moving and task.server == server:
             cpu_free += t.cpu_cores
             mem_free += t.memory_gb
@@ -258,13 +263,12 @@ class Simulator:
         """MLFS §3.3.2: the least-loaded GPU of the server that has room (ties: lowest index); -1 if none."""
         c = self.cluster
         need = task.t.gpu_memory_gb
-        if c.server_max_free_gpu_mem[server] + (need if moving and task.server == server else 0.0) < need - 1e-9:
+        if self._max_free_gpu_mem[server] + (need if moving and task.server == server else 0.0) < need - 1e-9:
             return -1
         best, best_load = -1, math.inf
         r = c.server_gpus(server)
         a, b = r.start, r.stop
-        # Python floats of the server's few GPUs (same values as reading the arrays element by element)
-        used, loads = c.gpu_mem_used[a:b].tolist(), c.gpu_load[a:b].tolist()
+        used, loads = self._gpu_mem_used[a:b], self._gpu_load[a:b]
         own = task.gpu if moving else -1
         for i, cap in enumerate(c.gpu_mem_cap_list[a:b]):
             g = a + i
@@ -578,16 +582,17 @@ class Simulator:
         task.state = TASK_RUNNING
         task.server, task.gpu = server, gpu
         task.placed_at = self.now
-        c.cpu_alloc[server] += t.cpu_cores
-        c.mem_alloc[server] += t.memory_gb
+        c.cpu_alloc[server] = self._cpu_alloc[server] = self._cpu_alloc[server] + t.cpu_cores
+        c.mem_alloc[server] = self._mem_alloc[server] = self._mem_alloc[server] + t.memory_gb
         c.server_tasks[server][task] = None
         c.server_version[server] += 1
         if gpu >= 0:
-            c.gpu_mem_used[gpu] += t.gpu_memory_gb
-            c.gpu_n_tasks[gpu] += 1
-            if c.gpu_n_tasks[gpu] == 1:
+            c.gpu_mem_used[gpu] = self._gpu_mem_used[gpu] = self._gpu_mem_used[gpu] + t.gpu_memory_gb
+            on_gpu = c.gpu_tasks[gpu]
+            on_gpu.append(task)
+            c.gpu_n_tasks[gpu] = len(on_gpu)
+            if len(on_gpu) == 1:
                 c.server_idle_gpus[server] -= 1
-            c.gpu_tasks[gpu].append(task)
             self._gpu_jobs[gpu] = None
         self._apply_usage(task, +1.0)
         job = task.job
@@ -601,16 +606,17 @@ class Simulator:
         c, t = self.cluster, task.t
         server, gpu = task.server, task.gpu
         self._apply_usage(task, -1.0)
-        c.cpu_alloc[server] -= t.cpu_cores
-        c.mem_alloc[server] -= t.memory_gb
+        c.cpu_alloc[server] = self._cpu_alloc[server] = self._cpu_alloc[server] - t.cpu_cores
+        c.mem_alloc[server] = self._mem_alloc[server] = self._mem_alloc[server] - t.memory_gb
         del c.server_tasks[server][task]
         c.server_version[server] += 1
         if gpu >= 0:
-            c.gpu_mem_used[gpu] -= t.gpu_memory_gb
-            c.gpu_n_tasks[gpu] -= 1
-            if c.gpu_n_tasks[gpu] == 0:
+            c.gpu_mem_used[gpu] = self._gpu_mem_used[gpu] = self._gpu_mem_used[gpu] - t.gpu_memory_gb
+            on_gpu = c.gpu_tasks[gpu]
+            on_gpu.remove(task)
+            c.gpu_n_tasks[gpu] = len(on_gpu)
+            if not on_gpu:
                 c.server_idle_gpus[server] += 1
-            c.gpu_tasks[gpu].remove(task)
             self._gpu_jobs[gpu] = None
         task.server, task.gpu = -1, -1
         task.job.n_placed -= 1
@@ -636,12 +642,12 @@ class Simulator:
                     load = 1.0
                 n_jobs = 1
             else:  # a job's tasks on one GPU count once, at their highest use (the same sum as a per-task scan)
-                load = 0
+                load = 0.0
                 for job, util in on_gpu:
                     use = util * job.usage_factor
                     load += 1.0 if use > 1.0 else use
                 n_jobs = len(on_gpu)
-            gpu_load[g] = load
+            gpu_load[g] = self._gpu_load[g] = load
             gpu_n_jobs[g] = n_jobs
             # a GPU is overloaded when jobs *share* it beyond h_r: one job alone at high utilisation is busy,
             # not contended, and moving it would not help (Gandiva's rule judges shared GPUs too)
@@ -657,7 +663,9 @@ class Simulator:
         cpu_use, mem_use, net, over_now, server_slow = self._cpu_use, self._mem_use, self._net, self._over, c.server_slow
         for s in servers:
             if memory_changed:
-                c.refresh_free_gpu_mem(s)
+                r = c.server_gpus(s)
+                c.server_max_free_gpu_mem[s] = self._max_free_gpu_mem[s] = max(
+                    map(float.__sub__, c.gpu_mem_cap_list[r.start:r.stop], self._gpu_mem_used[r.start:r.stop]))
             cu, mu = cpu_use[s], mem_use[s]
             over = (cu > self._cpu_limit[s] or mu > self._mem_limit[s] or net[s] > self._net_limit[s]
                     or server_hot[s] > 0)
@@ -790,28 +798,30 @@ class Simulator:
                 job.epoch += 1
 
     def _update_net(self, job: Job, old_rate: float, old_cross: dict) -> None:
-        # the same sequence of float64 operations per server as in-place updates of c.net_mbps, on scalars
-        # (numpy element arithmetic costs several times more), written back once per server; the order in
-        # which the changed servers are then checked does not matter (the tick request is the same for all)
+        """Move the NIC loads of the job's servers from its old rate and cross-server bytes to the current ones
+        (in place on the Python copy, pair by pair: the float operations of in-place updates of c.net_mbps)."""
         c = self.cluster
         net = self._net
-        vals: dict[int, float] = {}
-        if old_rate > 0:
+        changed: set[int] = set()
+        if old_rate > 0 and old_cross:
             for (a, b), mb in old_cross.items():
                 d = mb * old_rate
-                vals[a] = (vals[a] if a in vals else net[a]) - d
-                vals[b] = (vals[b] if b in vals else net[b]) - d
-        if job.rate > 0 and job.fully_placed:
-            rate = job.rate
+                net[a] -= d
+                net[b] -= d
+            changed.update(*old_cross)
+        rate = job.rate
+        if rate > 0 and job.fully_placed and job.cross_mb_per_iter:
             for (a, b), mb in job.cross_mb_per_iter.items():
                 d = mb * rate
-                vals[a] = (vals[a] if a in vals else net[a]) + d
-                vals[b] = (vals[b] if b in vals else net[b]) + d
+                net[a] += d
+                net[b] += d
+            changed.update(*job.cross_mb_per_iter)
         limit, over_now = self._net_limit, self._over
-        for s, v in vals.items():
+        for s in changed:  # the order does not matter: the tick request is the same for all
+            v = net[s]
             if abs(v) < 1e-9:
-                v = 0.0
-            c.net_mbps[s] = net[s] = v
+                net[s] = v = 0.0
+            c.net_mbps[s] = v
             if v > limit[s] and not over_now[s]:
                 c.overloaded[s] = over_now[s] = True
                 self._n_overloaded += 1
