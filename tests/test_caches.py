@@ -38,6 +38,7 @@ def check_simulator(sim) -> None:
                         ("_cpu_use", c.cpu_use), ("_mem_use", c.mem_use), ("_net", c.net_mbps), ("_over", c.overloaded)):
         assert getattr(sim, copy) == array.tolist(), copy
     np.testing.assert_array_equal(c.gpu_n_tasks, [len(t) for t in c.gpu_tasks])
+    np.testing.assert_array_equal(c.gpu_n_jobs, [len({t.job for t in ts}) for ts in c.gpu_tasks])
     # per-GPU (job, utilisation) lists: the jobs in order of first appearance, each at its busiest task
     for g in range(c.n_gpus):
         if sim._gpu_jobs[g] is not None:
@@ -55,6 +56,8 @@ def check_simulator(sim) -> None:
         servers = [t.server for t in job.tasks]
         gpus = [t.gpu for t in job.tasks]
         assert job.slots == list(zip(servers, gpus))
+        assert job.unit_compute == [t.t.compute_share * job.model.iter_time(c.gpu_type[t.gpu]) if t.gpu >= 0 else 0.0
+                                    for t in job.tasks]
         fresh = placement_plan([t.t for t in job.tasks], job.spec, servers, gpus, c.intra_gbps, c.nic_gbps)
         assert job.plan == fresh
         for slow, T in job.iter_times.items():  # cached iteration times of this placement

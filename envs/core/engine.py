@@ -219,7 +219,9 @@ class Simulator:
         return self._n_overloaded
 
     def overloaded_servers(self) -> list[int]:
-        return [int(s) for s in np.flatnonzero(self.cluster.overloaded)]
+        if not self._n_overloaded:  # the common case, asked at every tick
+            return []
+        return [s for s, over in enumerate(self._over) if over]
 
     def is_done(self) -> bool:
         return self._done
@@ -513,7 +515,8 @@ class Simulator:
             self._usage_pending.discard(job)
             if job.state == JOB_ACTIVE and job.n_placed > 0:
                 cfg = self.config
-                f = float(np.exp(self.rng.normal(0.0, cfg.usage_sigma)))
+                # == rng.normal(0.0, sigma) (numpy draws loc + scale * standard normal), without its argument checks
+                f = float(np.exp(cfg.usage_sigma * self.rng.standard_normal()))
                 f = min(cfg.usage_max, max(cfg.usage_min, f))
                 # apply the change per server (a wide job has many tasks on few servers)
                 c, df = self.cluster, f - job.usage_factor
@@ -523,7 +526,7 @@ class Simulator:
                     c.cpu_use[srv] = cpu_use[srv] = cpu_use[srv] + cpu * df
                     c.mem_use[srv] = mem_use[srv] = mem_use[srv] + mem * df
                 job.usage_factor = f
-                self._refresh_servers(layout[1], layout[2], memory_changed=False)
+                self._refresh_servers(layout[1], layout[2])
                 self._schedule_usage(job)
         elif kind == EV_GANG:
             if job.state == JOB_ACTIVE and self._gang_token.get(job.jid) == token and 0 < job.n_placed < job.n_tasks:
@@ -561,7 +564,7 @@ class Simulator:
         mean = self.config.usage_change_mean_s
         if mean > 0 and job not in self._usage_pending:
             self._usage_pending.add(job)
-            self._push(self.now + float(self.rng.exponential(mean)), EV_USAGE, job)
+            self._push(self.now + mean * self.rng.standard_exponential(), EV_USAGE, job)  # == rng.exponential(mean)
 
     def _enqueue(self, task: Task) -> None:
         task.state = TASK_WAITING
@@ -587,7 +590,9 @@ class Simulator:
         c.server_tasks[server][task] = None
         c.server_version[server] += 1
         if gpu >= 0:
+            free_before = c.gpu_mem_cap_list[gpu] - self._gpu_mem_used[gpu]
             c.gpu_mem_used[gpu] = self._gpu_mem_used[gpu] = self._gpu_mem_used[gpu] + t.gpu_memory_gb
+            self._gpu_memory_changed(server, gpu, free_before)
             on_gpu = c.gpu_tasks[gpu]
             on_gpu.append(task)
             c.gpu_n_tasks[gpu] = len(on_gpu)
@@ -597,10 +602,27 @@ class Simulator:
         self._apply_usage(task, +1.0)
         job = task.job
         job.n_placed += 1
+        job.unit_compute[t.index] = t.compute_share * job.model.iter_time(c.gpu_type[gpu]) if gpu >= 0 else 0.0
         job.plan = job.usage_layout = None
         job.placement_version += 1
         self._schedule_usage(job)
         self._refresh_servers((server,), (gpu,) if gpu >= 0 else ())
+
+    def _gpu_memory_changed(self, server: int, gpu: int, free_before: float) -> None:
+        """Keep the server's largest free GPU memory (the max over its GPUs of capacity - used) after one GPU's
+        use changed: it becomes that GPU's free memory if larger, and needs a scan of the server's GPUs only if
+        that GPU held the largest and now has less."""
+        c = self.cluster
+        free = c.gpu_mem_cap_list[gpu] - self._gpu_mem_used[gpu]
+        largest = self._max_free_gpu_mem[server]
+        if free > largest:
+            largest = free
+        elif free < free_before == largest:
+            r = c.server_gpus(server)
+            largest = max(map(float.__sub__, c.gpu_mem_cap_list[r.start:r.stop], self._gpu_mem_used[r.start:r.stop]))
+        else:
+            return
+        c.server_max_free_gpu_mem[server] = self._max_free_gpu_mem[server] = largest
 
     def _detach(self, task: Task) -> None:
         c, t = self.cluster, task.t
@@ -611,7 +633,9 @@ class Simulator:
         del c.server_tasks[server][task]
         c.server_version[server] += 1
         if gpu >= 0:
+            free_before = c.gpu_mem_cap_list[gpu] - self._gpu_mem_used[gpu]
             c.gpu_mem_used[gpu] = self._gpu_mem_used[gpu] = self._gpu_mem_used[gpu] - t.gpu_memory_gb
+            self._gpu_memory_changed(server, gpu, free_before)
             on_gpu = c.gpu_tasks[gpu]
             on_gpu.remove(task)
             c.gpu_n_tasks[gpu] = len(on_gpu)
@@ -624,11 +648,11 @@ class Simulator:
         task.job.placement_version += 1
         self._refresh_servers((server,), (gpu,) if gpu >= 0 else ())
 
-    def _refresh_servers(self, servers: Iterable[int], gpus: Iterable[int], memory_changed: bool = True) -> None:
+    def _refresh_servers(self, servers: Iterable[int], gpus: Iterable[int]) -> None:
         """Recompute GPU loads, overload flags and slowdowns; mark jobs whose speed may change.
         (Plain Python over the few GPUs of a server: numpy calls on 4-element slices cost more than they save.)"""
         c = self.cluster
-        gpu_load, gpu_n_jobs, gpu_slow = c.gpu_load, c.gpu_n_jobs, c.gpu_slow
+        gpu_load, gpu_slow = c.gpu_load, c.gpu_slow
         h = self.config.overload_threshold
         gpu_hot, server_hot, gpu_jobs = self._gpu_hot, self._server_hot_gpus, self._gpu_jobs
         for g in gpus:
@@ -648,7 +672,6 @@ class Simulator:
                     load += 1.0 if use > 1.0 else use
                 n_jobs = len(on_gpu)
             gpu_load[g] = self._gpu_load[g] = load
-            gpu_n_jobs[g] = n_jobs
             # a GPU is overloaded when jobs *share* it beyond h_r: one job alone at high utilisation is busy,
             # not contended, and moving it would not help (Gandiva's rule judges shared GPUs too)
             hot = load > h and n_jobs > 1
@@ -662,10 +685,6 @@ class Simulator:
                     self._touch(job)
         cpu_use, mem_use, net, over_now, server_slow = self._cpu_use, self._mem_use, self._net, self._over, c.server_slow
         for s in servers:
-            if memory_changed:
-                r = c.server_gpus(s)
-                c.server_max_free_gpu_mem[s] = self._max_free_gpu_mem[s] = max(
-                    map(float.__sub__, c.gpu_mem_cap_list[r.start:r.stop], self._gpu_mem_used[r.start:r.stop]))
             cu, mu = cpu_use[s], mem_use[s]
             over = (cu > self._cpu_limit[s] or mu > self._mem_limit[s] or net[s] > self._net_limit[s]
                     or server_hot[s] > 0)
@@ -682,7 +701,7 @@ class Simulator:
                 self._touch_jobs(c.server_tasks[s])
 
     def _gpu_job_utils(self, g: int) -> tuple:
-        """Rebuild _gpu_jobs[g]. A job's use of the GPU is its busiest task's: max(util) x usage factor,
+        """Rebuild _gpu_jobs[g] (and the GPU's job count). A job's use of the GPU is its busiest task's: max(util) x usage factor,
         equal to the max over its tasks of util x factor (multiplication by a positive factor is monotone)."""
         per_job: dict[Job, float] = {}
         for t in self.cluster.gpu_tasks[g]:
@@ -690,6 +709,7 @@ class Simulator:
             if util > per_job.get(t.job, -1.0):
                 per_job[t.job] = util
         self._gpu_jobs[g] = entries = tuple(per_job.items())
+        self.cluster.gpu_n_jobs[g] = len(entries)
         return entries
 
     def _contention(self, ratio: float) -> float:
@@ -755,8 +775,6 @@ class Simulator:
                     if job.graph is None:
                         job.graph = job_graph([t.t for t in tasks], job.spec)
                     job.plan = plan_placement(job.graph, servers, gpus, self._intra, self._nic)
-                    job.unit_compute = [t.t.compute_share * job.model.iter_time(c.gpu_type[t.gpu]) if t.gpu >= 0 else 0.0
-                                        for t in tasks]
                     job.slots = list(zip(servers, gpus))
                     job.slow_key = None
                     job.iter_times = {}
@@ -773,8 +791,9 @@ class Simulator:
                         job.iter_times[slow_key] = T
                     job.iter_time = T
                     job.rate = 1.0 / T if T > 0 else math.inf
-                    job.cross_mb_per_iter = job.plan.cross
-                    job.cross_mb_rate_total = sum(job.plan.cross.values())
+                    if job.cross_mb_per_iter is not job.plan.cross:
+                        job.cross_mb_per_iter = job.plan.cross
+                        job.cross_mb_rate_total = sum(job.plan.cross.values())
             else:
                 job.iter_time = math.inf
                 job.rate = 0.0

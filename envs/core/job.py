@@ -93,7 +93,7 @@ class Job:
     # (servers, their CPU and memory demand sums, GPUs) of the running tasks, for resource-use changes;
     # None = recompute (reset with ``plan`` whenever a task is attached or detached)
     usage_layout: object = None
-    unit_compute: list = field(default_factory=list)  # per task: compute share x iteration time on its GPU
+    unit_compute: list = field(default_factory=list)  # per task: compute share x iteration time on its GPU (set on placement)
     slots: list = field(default_factory=list)  # per task: (server, GPU) of the placement ``plan`` is for
     slow_key: tuple | None = None  # contention factors the current rate was computed with
     iter_times: dict = field(default_factory=dict)  # slow_key -> iteration time, for the current ``plan``
@@ -155,6 +155,7 @@ def make_job(spec: JobSpec, model: ModelProfile, first_tid: int) -> Job:
     job = Job(spec=spec, model=model)
     templates: list[TaskTemplate] = build_tasks(spec, model)
     job.tasks = [Task(first_tid + i, job, t) for i, t in enumerate(templates)]
+    job.unit_compute = [0.0] * len(templates)
     job.stop_option = spec.stop_option
     job.target_iters = job.target_for(spec.stop_option)
     return job
