@@ -431,12 +431,14 @@ class Simulator:
             return False
         if self.decision_count > 0:
             self._after_round()
-        while self._events:
-            t, kind, _, obj, token = heapq.heappop(self._events)
-            if t > self.config.horizon_s:
-                self._advance_clock(self.config.horizon_s)
+        events, horizon = self._events, self.config.horizon_s
+        while events:
+            t, kind, _, obj, token = heapq.heappop(events)
+            if t > horizon:
+                self._advance_clock(horizon)
                 break
-            self._advance_clock(t)
+            if t > self.now:
+                self._advance_clock(t)
             self.events_processed += 1
             if kind == EV_TICK:
                 if t != self._tick_at:
@@ -451,7 +453,8 @@ class Simulator:
                 continue
             if kind != EV_COMPLETE or token == obj.epoch:  # most completions were rescheduled since: nothing to do
                 self._handle(kind, obj, token)
-                self._flush()
+                if self._dirty:
+                    self._flush()
             if not self.active_jobs and all(j.state != JobState.PENDING for j in self.jobs):
                 break
         self._done = True
@@ -683,7 +686,8 @@ class Simulator:
                 gpu_slow[g] = slow
                 for job, _ in on_gpu:
                     self._touch(job)
-        cpu_use, mem_use, net, over_now, server_slow = self._cpu_use, self._mem_use, self._net, self._over, c.server_slow
+        cpu_use, mem_use, net, over_now = self._cpu_use, self._mem_use, self._net, self._over
+        server_slow = c.server_slow
         for s in servers:
             cu, mu = cpu_use[s], mem_use[s]
             over = (cu > self._cpu_limit[s] or mu > self._mem_limit[s] or net[s] > self._net_limit[s]
@@ -701,8 +705,9 @@ class Simulator:
                 self._touch_jobs(c.server_tasks[s])
 
     def _gpu_job_utils(self, g: int) -> tuple:
-        """Rebuild _gpu_jobs[g] (and the GPU's job count). A job's use of the GPU is its busiest task's: max(util) x usage factor,
-        equal to the max over its tasks of util x factor (multiplication by a positive factor is monotone)."""
+        """Rebuild _gpu_jobs[g] (and the GPU's job count). A job's use of the GPU is its busiest task's:
+        max(util) x usage factor, equal to the max over its tasks of util x factor (multiplying by a positive
+        factor is monotone)."""
         per_job: dict[Job, float] = {}
         for t in self.cluster.gpu_tasks[g]:
             util = t.t.gpu_util
@@ -757,24 +762,25 @@ class Simulator:
         The placement-dependent part of a job's iteration (transfers, sync, cross-server bytes) is cached
         in ``job.plan`` until its placement changes; a contention change only re-runs the critical path,
         and a job whose rate, target and pause are all unchanged keeps its scheduled completion."""
-        c = self.cluster
-        server_slow, gpu_slow = c.server_slow, c.gpu_slow
-        while self._dirty:
-            job = next(iter(self._dirty))
-            del self._dirty[job]
+        dirty = self._dirty
+        server_slow, gpu_slow = self.cluster.server_slow, self.cluster.gpu_slow
+        while dirty:
+            job = next(iter(dirty))
+            del dirty[job]
             if job.state != JOB_ACTIVE:
                 continue
             old_cross = job.cross_mb_per_iter
-            old_rate = job.rate
+            old_rate = rate = job.rate
             tasks = job.tasks
             placed = job.n_placed == len(tasks)  # job.fully_placed; nothing below changes it
             if placed:
-                if job.plan is None:
+                plan = job.plan
+                if plan is None:
                     servers = [t.server for t in tasks]
                     gpus = [t.gpu for t in tasks]
                     if job.graph is None:
                         job.graph = job_graph([t.t for t in tasks], job.spec)
-                    job.plan = plan_placement(job.graph, servers, gpus, self._intra, self._nic)
+                    job.plan = plan = plan_placement(job.graph, servers, gpus, self._intra, self._nic)
                     job.slots = list(zip(servers, gpus))
                     job.slow_key = None
                     job.iter_times = {}
@@ -787,31 +793,31 @@ class Simulator:
                     # iteration time of each for the current placement
                     T = job.iter_times.get(slow_key)
                     if T is None:
-                        T = critical_time(job.plan, [u * f for u, f in zip(job.unit_compute, slow_key)])
-                        job.iter_times[slow_key] = T
+                        T = job.iter_times[slow_key] = critical_time(
+                            plan, [u * f for u, f in zip(job.unit_compute, slow_key)])
                     job.iter_time = T
-                    job.rate = 1.0 / T if T > 0 else math.inf
-                    if job.cross_mb_per_iter is not job.plan.cross:
-                        job.cross_mb_per_iter = job.plan.cross
-                        job.cross_mb_rate_total = sum(job.plan.cross.values())
+                    job.rate = rate = 1.0 / T if T > 0 else math.inf
+                    if old_cross is not plan.cross:
+                        job.cross_mb_per_iter = plan.cross
+                        job.cross_mb_rate_total = sum(plan.cross.values())
             else:
                 job.iter_time = math.inf
-                job.rate = 0.0
+                job.rate = rate = 0.0
                 job.cross_mb_per_iter = {}
                 job.cross_mb_rate_total = 0.0
             # NIC loads change only for a job with cross-server traffic before or after (most jobs have none)
-            if (old_rate != job.rate or old_cross is not job.cross_mb_per_iter) and (old_cross or job.cross_mb_per_iter):
+            if (old_cross or job.cross_mb_per_iter) and (old_rate != rate or old_cross is not job.cross_mb_per_iter):
                 self._update_net(job, old_rate, old_cross)
-            if job.rate > 0 and placed:
+            if rate > 0 and placed:
                 if job.iters >= job.target_iters - 1e-9:
                     self._finish(job, JobState.FINISHED)
                     continue
-                sched = (job.rate, job.target_iters, job.paused_until)
+                sched = (rate, job.target_iters, job.paused_until)
                 if sched != job.scheduled:  # otherwise the pending completion event is still right
                     job.scheduled = sched
                     job.epoch += 1
-                    start = max(self.now, job.paused_until)
-                    self._push(start + (job.target_iters - job.iters) / job.rate, EV_COMPLETE, job, job.epoch)
+                    start = job.paused_until if job.paused_until > self.now else self.now  # max(now, paused_until)
+                    self._push(start + (job.target_iters - job.iters) / rate, EV_COMPLETE, job, job.epoch)
             else:
                 job.scheduled = None
                 job.epoch += 1
