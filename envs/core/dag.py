@@ -227,7 +227,8 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
                 return 0.0
             key = (sa, sb) if sa < sb else (sb, sa)
             cross[key] = cross.get(key, 0.0) + mb
-            return mb / (min(nic[sa], nic[sb]) * MB_PER_GBIT)
+            na, nb = nic[sa], nic[sb]
+            return mb / ((nb if nb < na else na) * MB_PER_GBIT)  # min(na, nb)
         if mb <= 0 or gpus[a] == gpus[b] >= 0:
             return 0.0
         return mb / (intra[sa] * MB_PER_GBIT)
@@ -290,7 +291,9 @@ def critical_time(plan: PlacementPlan, compute: list[float]) -> float:
         if f > replica_end[r]:
             replica_end[r] = f
     for r, ks in plan.shared_gpu_groups:
-        busy = sum(compute[k] for k in ks)
+        busy = 0.0  # == sum(compute[k] for k in ks), without a generator
+        for k in ks:
+            busy += compute[k]
         if busy > replica_end[r]:
             replica_end[r] = busy
     return max(replica_end) + plan.sync_s

@@ -24,7 +24,7 @@ largest ratio. Network over-commitment is reported (and counts as overload) but 
 """
 from __future__ import annotations
 
-import heapq
+from heapq import heappop, heappush
 import math
 from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol
@@ -433,7 +433,7 @@ class Simulator:
             self._after_round()
         events, horizon = self._events, self.config.horizon_s
         while events:
-            t, kind, _, obj, token = heapq.heappop(events)
+            t, kind, _, obj, token = heappop(events)
             if t > horizon:
                 self._advance_clock(horizon)
                 break
@@ -476,7 +476,7 @@ class Simulator:
     # ------------------------------------------------------------------ internals
     def _push(self, t: float, kind: int, obj, token: int = 0) -> None:
         self._seq += 1
-        heapq.heappush(self._events, (t, kind, self._seq, obj, token))
+        heappush(self._events, (t, kind, self._seq, obj, token))
 
     def _request_tick(self, earliest: float | None = None) -> None:
         tick = self.config.tick_s
@@ -520,7 +520,8 @@ class Simulator:
                 cfg = self.config
                 # == rng.normal(0.0, sigma) (numpy draws loc + scale * standard normal), without its argument checks
                 f = float(np.exp(cfg.usage_sigma * self.rng.standard_normal()))
-                f = min(cfg.usage_max, max(cfg.usage_min, f))
+                f = f if f > cfg.usage_min else cfg.usage_min  # == min(usage_max, max(usage_min, f))
+                f = f if f < cfg.usage_max else cfg.usage_max
                 # apply the change per server (a wide job has many tasks on few servers)
                 c, df = self.cluster, f - job.usage_factor
                 cpu_use, mem_use = self._cpu_use, self._mem_use
@@ -698,8 +699,11 @@ class Simulator:
                     self._request_tick()
                 self._n_overloaded += 1 if over else -1
                 c.overloaded[s] = over_now[s] = over
-            ratio = max(cu / self._cpu_cap[s], mu / self._mem_cap[s])
-            slow = 1.0 if ratio <= 1.0 else self._contention(ratio)  # the common case without a call
+            # within capacity (use <= capacity exactly when use / capacity <= 1.0) is the common case: no division
+            if cu <= self._cpu_cap[s] and mu <= self._mem_cap[s]:
+                slow = 1.0
+            else:
+                slow = self._contention(max(cu / self._cpu_cap[s], mu / self._mem_cap[s]))
             if slow != server_slow[s]:
                 server_slow[s] = slow
                 self._touch_jobs(c.server_tasks[s])
@@ -731,9 +735,18 @@ class Simulator:
         now = self.now
         if job.last_update < now:
             if job.rate > 0 and job.n_placed == len(job.tasks):  # fully placed
-                start = max(job.last_update, job.paused_until)
-                dt = max(0.0, now - start)
-                di = min(job.rate * dt, max(0.0, job.target_iters - job.iters))
+                # max(last_update, paused_until), max(0, now - start) and min(rate x dt, max(0, iterations left))
+                # spelled out (the same values: max keeps its first argument unless the second is larger)
+                start = job.paused_until if job.paused_until > job.last_update else job.last_update
+                dt = now - start
+                if not dt > 0.0:
+                    dt = 0.0
+                left = job.target_iters - job.iters
+                if not left > 0.0:
+                    left = 0.0
+                di = job.rate * dt
+                if left < di:
+                    di = left
                 if di > 0:
                     job.iters += di
                     job.running_time += dt
