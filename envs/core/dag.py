@@ -174,6 +174,7 @@ class PlacementPlan:
     n_replicas: int
     sync_s: float
     cross: dict[tuple[int, int], float]
+    cross_servers: frozenset[int]  # the servers in ``cross``'s pairs
 
 
 @dataclass(frozen=True)
@@ -262,7 +263,7 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
             t = send(a, b, mb)
             if t > sync:
                 sync = t
-    return PlacementPlan(order, shared, g.n_replicas, sync, cross)
+    return PlacementPlan(order, shared, g.n_replicas, sync, cross, frozenset().union(*cross))
 
 
 def _tally(cross: dict[tuple[int, int], float], a: int, b: int, mb: float) -> None:

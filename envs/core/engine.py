@@ -607,6 +607,7 @@ class Simulator:
         job = task.job
         job.n_placed += 1
         job.unit_compute[t.index] = t.compute_share * job.model.iter_time(c.gpu_type[gpu]) if gpu >= 0 else 0.0
+        job.slots[t.index] = (server, gpu)
         job.plan = job.usage_layout = None
         job.placement_version += 1
         self._schedule_usage(job)
@@ -782,7 +783,7 @@ class Simulator:
             del dirty[job]
             if job.state != JOB_ACTIVE:
                 continue
-            old_cross = job.cross_mb_per_iter
+            old_cross, old_servers = job.cross_mb_per_iter, job.cross_servers
             old_rate = rate = job.rate
             tasks = job.tasks
             placed = job.n_placed == len(tasks)  # job.fully_placed; nothing below changes it
@@ -794,7 +795,6 @@ class Simulator:
                     if job.graph is None:
                         job.graph = job_graph([t.t for t in tasks], job.spec)
                     job.plan = plan = plan_placement(job.graph, servers, gpus, self._intra, self._nic)
-                    job.slots = list(zip(servers, gpus))
                     job.slow_key = None
                     job.iter_times = {}
                 # each task runs at the larger of its server's and its GPU's slowdown
@@ -812,15 +812,17 @@ class Simulator:
                     job.rate = rate = 1.0 / T if T > 0 else math.inf
                     if old_cross is not plan.cross:
                         job.cross_mb_per_iter = plan.cross
+                        job.cross_servers = plan.cross_servers
                         job.cross_mb_rate_total = sum(plan.cross.values())
             else:
                 job.iter_time = math.inf
                 job.rate = rate = 0.0
                 job.cross_mb_per_iter = {}
+                job.cross_servers = frozenset()
                 job.cross_mb_rate_total = 0.0
             # NIC loads change only for a job with cross-server traffic before or after (most jobs have none)
             if (old_cross or job.cross_mb_per_iter) and (old_rate != rate or old_cross is not job.cross_mb_per_iter):
-                self._update_net(job, old_rate, old_cross)
+                self._update_net(job, old_rate, old_cross, old_servers)
             if rate > 0 and placed:
                 if job.iters >= job.target_iters - 1e-9:
                     self._finish(job, JobState.FINISHED)
@@ -835,29 +837,29 @@ class Simulator:
                 job.scheduled = None
                 job.epoch += 1
 
-    def _update_net(self, job: Job, old_rate: float, old_cross: dict) -> None:
+    def _update_net(self, job: Job, old_rate: float, old_cross: dict, old_servers: frozenset) -> None:
         """Move the NIC loads of the job's servers from its old rate and cross-server bytes to the current ones
         (in place on the Python copy, pair by pair: the float operations of in-place updates of c.net_mbps)."""
         c = self.cluster
         net = self._net
-        changed: set[int] = set()
+        changed = frozenset()
         if old_rate > 0 and old_cross:
             for (a, b), mb in old_cross.items():
                 d = mb * old_rate
                 net[a] -= d
                 net[b] -= d
-            changed.update(*old_cross)
-        rate = job.rate
-        if rate > 0 and job.fully_placed and job.cross_mb_per_iter:
-            for (a, b), mb in job.cross_mb_per_iter.items():
+            changed = old_servers
+        rate, cross = job.rate, job.cross_mb_per_iter
+        if rate > 0 and cross and job.n_placed == len(job.tasks):
+            for (a, b), mb in cross.items():
                 d = mb * rate
                 net[a] += d
                 net[b] += d
-            changed.update(*job.cross_mb_per_iter)
+            changed = changed | job.cross_servers if changed else job.cross_servers
         limit, over_now = self._net_limit, self._over
         for s in changed:  # the order does not matter: the tick request is the same for all
             v = net[s]
-            if abs(v) < 1e-9:
+            if -1e-9 < v < 1e-9:  # abs(v) < 1e-9: float residue of cancelled terms
                 net[s] = v = 0.0
             c.net_mbps[s] = v
             if v > limit[s] and not over_now[s]:
@@ -875,10 +877,11 @@ class Simulator:
                 self.queue.pop(t.tid, None)
                 t.waited += self.now - t.queued_since
             t.state = TaskState.DONE
-        old_rate, old_cross = job.rate, job.cross_mb_per_iter
+        old_rate, old_cross, old_servers = job.rate, job.cross_mb_per_iter, job.cross_servers
         job.rate = 0.0
         job.cross_mb_per_iter = {}
-        self._update_net(job, old_rate, old_cross)
+        job.cross_servers = frozenset()
+        self._update_net(job, old_rate, old_cross, old_servers)
         job.state = state
         job.end_time = self.now
         job.epoch += 1
