@@ -61,7 +61,7 @@ def check_simulator(sim) -> None:
         fresh = placement_plan([t.t for t in job.tasks], job.spec, servers, gpus, c.intra_gbps, c.nic_gbps)
         assert job.plan == fresh
         for slow, T in job.iter_times.items():  # cached iteration times of this placement
-            assert T == critical_time(fresh, [u * f for u, f in zip(job.unit_compute, slow)])
+            assert T == critical_time(fresh, job.unit_compute, slow)
     for job in sim.active_jobs.values():
         assert job.cross_servers == {s for pair in job.cross_mb_per_iter for s in pair}
     # NIC load = sum over progressing jobs of their cross-server bytes x rate (summed in another order)

@@ -273,13 +273,15 @@ def _tally(cross: dict[tuple[int, int], float], a: int, b: int, mb: float) -> No
         cross[key] = cross.get(key, 0.0) + mb
 
 
-def critical_time(plan: PlacementPlan, compute: list[float]) -> float:
-    """Iteration time given per-task compute seconds: the slowest replica's critical path (tasks of a
-    replica sharing a GPU take at least their summed compute) plus the sync time."""
+def critical_time(plan: PlacementPlan, unit_compute: list[float], slowdown: list[float]) -> float:
+    """Iteration time given per-task compute seconds ``unit_compute[k] * slowdown[k]``: the slowest replica's
+    critical path (tasks of a replica sharing a GPU take at least their summed compute) plus the sync time.
+    (The products are taken here, not in a list built by the caller for every contention change.)"""
     order = plan.order
     if len(order) == 1:
-        return compute[order[0][0]] + plan.sync_s
-    finish = [0.0] * len(compute)
+        k = order[0][0]
+        return unit_compute[k] * slowdown[k] + plan.sync_s
+    finish = [0.0] * len(unit_compute)
     replica_end = [0.0] * plan.n_replicas
     for k, r, edges in order:
         start = 0.0
@@ -287,14 +289,14 @@ def critical_time(plan: PlacementPlan, compute: list[float]) -> float:
             v = finish[p] + e
             if v > start:
                 start = v
-        f = start + compute[k]
+        f = start + unit_compute[k] * slowdown[k]
         finish[k] = f
         if f > replica_end[r]:
             replica_end[r] = f
     for r, ks in plan.shared_gpu_groups:
-        busy = 0.0  # == sum(compute[k] for k in ks), without a generator
+        busy = 0.0  # the sum of their compute, without a generator
         for k in ks:
-            busy += compute[k]
+            busy += unit_compute[k] * slowdown[k]
         if busy > replica_end[r]:
             replica_end[r] = busy
     return max(replica_end) + plan.sync_s
@@ -310,5 +312,5 @@ def iteration_time(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int],
     per-server bandwidths (indexed by server id).
     """
     plan = placement_plan(tasks, spec, servers, gpus, intra, nic)
-    compute = [t.compute_share * base_time[t.index] * slowdown[t.index] for t in tasks]
-    return critical_time(plan, compute), plan.cross
+    unit = [t.compute_share * base_time[t.index] for t in tasks]
+    return critical_time(plan, unit, slowdown), plan.cross

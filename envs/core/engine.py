@@ -806,8 +806,7 @@ class Simulator:
                     # iteration time of each for the current placement
                     T = job.iter_times.get(slow_key)
                     if T is None:
-                        T = job.iter_times[slow_key] = critical_time(
-                            plan, [u * f for u, f in zip(job.unit_compute, slow_key)])
+                        T = job.iter_times[slow_key] = critical_time(plan, job.unit_compute, slow_key)
                     job.iter_time = T
                     job.rate = rate = 1.0 / T if T > 0 else math.inf
                     if old_cross is not plan.cross:
