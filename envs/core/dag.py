@@ -236,7 +236,7 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
 
     mb = g.comm_worker_mb
     # tasks are stored layer by layer within a replica: already topological
-    order = [(k, r, tuple([(p, send(p, k, mb)) for p in parents])) for k, r, parents in g.workers]
+    order = [(k, r, tuple([(p, send(p, k, mb)) for p in parents]) if parents else ()) for k, r, parents in g.workers]
     shared = []
     worker_gpus = [gpus[k] for k, _r, _p in g.workers]
     if len(set(worker_gpus)) < len(worker_gpus):  # some GPU holds several workers (of one replica?)
