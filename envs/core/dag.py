@@ -125,15 +125,6 @@ def build_tasks(spec: JobSpec, model: ModelProfile) -> list[TaskTemplate]:
     return tasks
 
 
-def link_gbps(server_a: int, server_b: int, gpu_a: int, gpu_b: int, intra_gbps: float, nic_a: float, nic_b: float) -> float:
-    """Bandwidth between two task locations; inf on the same GPU."""
-    if gpu_a == gpu_b and gpu_a >= 0:
-        return math.inf
-    if server_a == server_b:
-        return intra_gbps
-    return min(nic_a, nic_b)
-
-
 def transfer_s(mb: float, gbps: float) -> float:
     return 0.0 if gbps == math.inf or mb <= 0 else mb / (gbps * MB_PER_GBIT)
 
@@ -220,8 +211,9 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
     cross: dict[tuple[int, int], float] = {}
 
     def send(a: int, b: int, mb: float) -> float:
-        """Seconds to move ``mb`` from task a to task b (:func:`link_gbps`, :func:`transfer_s` in one call, the
-        simulator re-plans after every move); bytes between two servers are tallied in ``cross``."""
+        """Seconds to move ``mb`` from task a to task b: free on one GPU, over ``intra`` inside a server, over
+        the slower NIC between servers (one call per transfer: the simulator re-plans after every move).
+        Bytes between two servers are tallied in ``cross``."""
         sa, sb = servers[a], servers[b]
         if sa != sb:
             if mb <= 0:
@@ -264,13 +256,6 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
             if t > sync:
                 sync = t
     return PlacementPlan(order, shared, g.n_replicas, sync, cross, frozenset().union(*cross))
-
-
-def _tally(cross: dict[tuple[int, int], float], a: int, b: int, mb: float) -> None:
-    """Add ``mb`` to the cross-server volume of the server pair (a, b), if they differ."""
-    if a != b and mb > 0:
-        key = (a, b) if a < b else (b, a)
-        cross[key] = cross.get(key, 0.0) + mb
 
 
 def critical_time(plan: PlacementPlan, unit_compute: list[float], slowdown: list[float]) -> float:

@@ -94,8 +94,10 @@ class Job:
     # (servers, their CPU and memory demand sums, GPUs) of the running tasks, for resource-use changes;
     # None = recompute (reset with ``plan`` whenever a task is attached or detached)
     usage_layout: object = None
-    unit_compute: list = field(default_factory=list)  # per task: compute share x iteration time on its GPU (set on placement)
-    slots: list = field(default_factory=list)  # per task: (server, GPU) while placed (set on placement)
+    # per task, set by the simulator when the task is placed (meaningful while it is): compute share x iteration
+    # time on its GPU, and its (server, GPU)
+    unit_compute: list = field(default_factory=list)
+    slots: list = field(default_factory=list)
     slow_key: tuple | None = None  # contention factors the current rate was computed with
     iter_times: dict = field(default_factory=dict)  # slow_key -> iteration time, for the current ``plan``
     scheduled: tuple | None = None  # (rate, target, paused_until) of the pending completion event
