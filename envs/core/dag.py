@@ -125,15 +125,6 @@ def build_tasks(spec: JobSpec, model: ModelProfile) -> list[TaskTemplate]:
     return tasks
 
 
-def link_gbps(server_a: int, server_b: int, gpu_a: int, gpu_b: int, intra_gbps: float, nic_a: float, nic_b: float) -> float:
-    """Bandwidth between two task locations; inf on the same GPU."""
-    if gpu_a == gpu_b and gpu_a >= 0:
-        return math.inf
-    if server_a == server_b:
-        return intra_gbps
-    return min(nic_a, nic_b)
-
-
 def transfer_s(mb: float, gbps: float) -> float:
     return 0.0 if gbps == math.inf or mb <= 0 else mb / (gbps * MB_PER_GBIT)
 
@@ -174,6 +165,7 @@ class PlacementPlan:
     n_replicas: int
     sync_s: float
     cross: dict[tuple[int, int], float]
+    cross_servers: frozenset[int]  # the servers in ``cross``'s pairs
 
 
 @dataclass(frozen=True)
@@ -217,21 +209,33 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
                    nic: list[float]) -> PlacementPlan:
     """:func:`placement_plan` from the job's :class:`JobGraph` (what the simulator calls)."""
     cross: dict[tuple[int, int], float] = {}
-    order = []
-    groups: dict[tuple[int, int], list[int]] = {}
 
-    def link(a: int, b: int) -> float:
-        sa = servers[a]
-        return link_gbps(sa, servers[b], gpus[a], gpus[b], intra[sa], nic[sa], nic[servers[b]])
+    def send(a: int, b: int, mb: float) -> float:
+        """Seconds to move ``mb`` from task a to task b: free on one GPU, over ``intra`` inside a server, over
+        the slower NIC between servers (one call per transfer: the simulator re-plans after every move).
+        Bytes between two servers are tallied in ``cross``."""
+        sa, sb = servers[a], servers[b]
+        if sa != sb:
+            if mb <= 0:
+                return 0.0
+            key = (sa, sb) if sa < sb else (sb, sa)
+            cross[key] = cross.get(key, 0.0) + mb
+            na, nb = nic[sa], nic[sb]
+            return mb / ((nb if nb < na else na) * MB_PER_GBIT)  # min(na, nb)
+        if mb <= 0 or gpus[a] == gpus[b] >= 0:
+            return 0.0
+        return mb / (intra[sa] * MB_PER_GBIT)
 
     mb = g.comm_worker_mb
-    for k, r, parents in g.workers:  # tasks are stored layer by layer within a replica: already topological
-        edges = []
-        for p in parents:
-            edges.append((p, transfer_s(mb, link(p, k))))
-            _tally(cross, servers[p], servers[k], mb)
-        order.append((k, r, tuple(edges)))
-        groups.setdefault((r, gpus[k]), []).append(k)
+    # tasks are stored layer by layer within a replica: already topological
+    order = [(k, r, tuple([(p, send(p, k, mb)) for p in parents]) if parents else ()) for k, r, parents in g.workers]
+    shared = []
+    worker_gpus = [gpus[k] for k, _r, _p in g.workers]
+    if len(set(worker_gpus)) < len(worker_gpus):  # some GPU holds several workers (of one replica?)
+        groups: dict[tuple[int, int], list[int]] = {}
+        for (k, r, _p), gpu in zip(g.workers, worker_gpus):
+            groups.setdefault((r, gpu), []).append(k)
+        shared = [(r, tuple(ks)) for (r, _g), ks in groups.items() if len(ks) > 1]
 
     sync = 0.0
     if g.ps:
@@ -239,34 +243,30 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
         cross_total = 0.0
         mb = g.ps_mb  # push gradients, pull parameters
         for k, _r, _p in g.workers:
-            sync = max(sync, transfer_s(mb, link(k, 0)))
+            t = send(k, 0, mb)
+            if t > sync:
+                sync = t
             if servers[k] != ps_server:
                 cross_total += mb
-                _tally(cross, servers[k], ps_server, mb)
         sync = max(sync, transfer_s(cross_total, nic[ps_server]))
     elif g.ring:
         mb = g.ring_mb
         for a, b in g.ring:
-            sync = max(sync, transfer_s(mb, link(a, b)))
-            _tally(cross, servers[a], servers[b], mb)
-    shared = [(r, tuple(ks)) for (r, _g), ks in groups.items() if len(ks) > 1]
-    return PlacementPlan(order, shared, g.n_replicas, sync, cross)
+            t = send(a, b, mb)
+            if t > sync:
+                sync = t
+    return PlacementPlan(order, shared, g.n_replicas, sync, cross, frozenset().union(*cross))
 
 
-def _tally(cross: dict[tuple[int, int], float], a: int, b: int, mb: float) -> None:
-    """Add ``mb`` to the cross-server volume of the server pair (a, b), if they differ."""
-    if a != b and mb > 0:
-        key = (a, b) if a < b else (b, a)
-        cross[key] = cross.get(key, 0.0) + mb
-
-
-def critical_time(plan: PlacementPlan, compute: list[float]) -> float:
-    """Iteration time given per-task compute seconds: the slowest replica's critical path (tasks of a
-    replica sharing a GPU take at least their summed compute) plus the sync time."""
+def critical_time(plan: PlacementPlan, unit_compute: list[float], slowdown: list[float]) -> float:
+    """Iteration time given per-task compute seconds ``unit_compute[k] * slowdown[k]``: the slowest replica's
+    critical path (tasks of a replica sharing a GPU take at least their summed compute) plus the sync time.
+    (The products are taken here, not in a list built by the caller for every contention change.)"""
     order = plan.order
     if len(order) == 1:
-        return compute[order[0][0]] + plan.sync_s
-    finish = [0.0] * len(compute)
+        k = order[0][0]
+        return unit_compute[k] * slowdown[k] + plan.sync_s
+    finish = [0.0] * len(unit_compute)
     replica_end = [0.0] * plan.n_replicas
     for k, r, edges in order:
         start = 0.0
@@ -274,12 +274,14 @@ def critical_time(plan: PlacementPlan, compute: list[float]) -> float:
             v = finish[p] + e
             if v > start:
                 start = v
-        f = start + compute[k]
+        f = start + unit_compute[k] * slowdown[k]
         finish[k] = f
         if f > replica_end[r]:
             replica_end[r] = f
     for r, ks in plan.shared_gpu_groups:
-        busy = sum(compute[k] for k in ks)
+        busy = 0.0  # the sum of their compute, without a generator
+        for k in ks:
+            busy += unit_compute[k] * slowdown[k]
         if busy > replica_end[r]:
             replica_end[r] = busy
     return max(replica_end) + plan.sync_s
@@ -295,5 +297,5 @@ def iteration_time(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int],
     per-server bandwidths (indexed by server id).
     """
     plan = placement_plan(tasks, spec, servers, gpus, intra, nic)
-    compute = [t.compute_share * base_time[t.index] * slowdown[t.index] for t in tasks]
-    return critical_time(plan, compute), plan.cross
+    unit = [t.compute_share * base_time[t.index] for t in tasks]
+    return critical_time(plan, unit, slowdown), plan.cross

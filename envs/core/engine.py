@@ -24,7 +24,7 @@ largest ratio. Network over-commitment is reported (and counts as overload) but 
 """
 from __future__ import annotations
 
-import heapq
+from heapq import heappop, heappush
 import math
 from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol
@@ -148,11 +148,25 @@ class Simulator:
         self._mem_limit = (h * c.mem_cap).tolist()
         self._net_limit = (h * c.nic_gbps * 125.0).tolist()
         self._gpu_server = c.gpu_server.tolist()
-        # per-server bandwidths for plan_placement: lists of the arrays' own numpy scalars (same values and
-        # types as indexing the arrays, faster to index)
-        self._intra = list(c.intra_gbps)
-        self._nic = list(c.nic_gbps)
+        # Python copies of the ClusterState arrays the engine reads one element at a time (numpy element reads
+        # cost several times more); every write goes to both, the arrays stay what observers read
+        self._cpu_alloc = c.cpu_alloc.tolist()
+        self._mem_alloc = c.mem_alloc.tolist()
+        self._gpu_mem_used = c.gpu_mem_used.tolist()
+        self._max_free_gpu_mem = c.server_max_free_gpu_mem.tolist()
+        self._gpu_load = c.gpu_load.tolist()
+        self._cpu_use = c.cpu_use.tolist()
+        self._mem_use = c.mem_use.tolist()
+        self._net = c.net_mbps.tolist()
+        self._over = c.overloaded.tolist()
+        # per-server bandwidths for plan_placement and migrations, as Python floats (the same values; arithmetic
+        # on them is the same IEEE arithmetic as on numpy scalars, several times cheaper)
+        self._intra = c.intra_gbps.tolist()
+        self._nic = c.nic_gbps.tolist()
         self._gpu_hot = [False] * c.n_gpus
+        # per GPU: ((job, highest GPU utilisation of its tasks there), ...) in the order the jobs first appear
+        # in gpu_tasks; None = rebuild (after a task is attached to or detached from the GPU)
+        self._gpu_jobs: list[tuple | None] = [()] * c.n_gpus
         self._server_hot_gpus = [0] * c.n_servers
         self._events: list = []
         self._seq = 0
@@ -162,7 +176,7 @@ class Simulator:
         self._n_overloaded = 0  # servers currently overloaded
         self._overload_offered: tuple = ()  # overloaded servers at the last overload-driven decision point
         self._overload_offered_at = -math.inf
-        self._usage_pending: set[int] = set()
+        self._usage_pending: set[Job] = set()  # jobs with a resource-use change scheduled
         self._gang_token: dict[int, int] = {}
         self._done = False
         self.decision_count = 0
@@ -205,7 +219,9 @@ class Simulator:
         return self._n_overloaded
 
     def overloaded_servers(self) -> list[int]:
-        return [int(s) for s in np.flatnonzero(self.cluster.overloaded)]
+        if not self._n_overloaded:  # the common case, asked at every tick
+            return []
+        return [s for s, over in enumerate(self._over) if over]
 
     def is_done(self) -> bool:
         return self._done
@@ -221,8 +237,8 @@ class Simulator:
         if not 0 <= server < c.n_servers:
             return f"unknown server {server} (valid: 0..{c.n_servers - 1})", -1
         t = task.t
-        cpu_free = c.cpu_cap[server] - c.cpu_alloc[server]
-        mem_free = c.mem_cap[server] - c.mem_alloc[server]
+        cpu_free = self._cpu_cap[server] - self._cpu_alloc[server]
+        mem_free = self._mem_cap[server] - self._mem_alloc[server]
         if moving and task.server == server:
             cpu_free += t.cpu_cores
             mem_free += t.memory_gb
@@ -249,13 +265,12 @@ class Simulator:
         """MLFS §3.3.2: the least-loaded GPU of the server that has room (ties: lowest index); -1 if none."""
         c = self.cluster
         need = task.t.gpu_memory_gb
-        if c.server_max_free_gpu_mem[server] + (need if moving and task.server == server else 0.0) < need - 1e-9:
+        if self._max_free_gpu_mem[server] + (need if moving and task.server == server else 0.0) < need - 1e-9:
             return -1
         best, best_load = -1, math.inf
         r = c.server_gpus(server)
         a, b = r.start, r.stop
-        # Python floats of the server's few GPUs (same values as reading the arrays element by element)
-        used, loads = c.gpu_mem_used[a:b].tolist(), c.gpu_load[a:b].tolist()
+        used, loads = self._gpu_mem_used[a:b], self._gpu_load[a:b]
         own = task.gpu if moving else -1
         for i, cap in enumerate(c.gpu_mem_cap_list[a:b]):
             g = a + i
@@ -350,7 +365,7 @@ class Simulator:
         c = self.cluster
         delay = self.config.migration_base_s
         if src != server:
-            delay += task.t.state_mb / (min(c.nic_gbps[src], c.nic_gbps[server]) * 125.0)
+            delay += task.t.state_mb / (min(self._nic[src], self._nic[server]) * 125.0)
             self.metrics.add_cross(src, server, task.t.state_mb)
             job.cross_mb += task.t.state_mb
         job.paused_until = max(job.paused_until, self.now + delay)
@@ -416,12 +431,14 @@ class Simulator:
             return False
         if self.decision_count > 0:
             self._after_round()
-        while self._events:
-            t, kind, _, obj, token = heapq.heappop(self._events)
-            if t > self.config.horizon_s:
-                self._advance_clock(self.config.horizon_s)
+        events, horizon = self._events, self.config.horizon_s
+        while events:
+            t, kind, _, obj, token = heappop(events)
+            if t > horizon:
+                self._advance_clock(horizon)
                 break
-            self._advance_clock(t)
+            if t > self.now:
+                self._advance_clock(t)
             self.events_processed += 1
             if kind == EV_TICK:
                 if t != self._tick_at:
@@ -434,8 +451,10 @@ class Simulator:
                     return True
                 self._after_round()
                 continue
-            self._handle(kind, obj, token)
-            self._flush()
+            if kind != EV_COMPLETE or token == obj.epoch:  # most completions were rescheduled since: nothing to do
+                self._handle(kind, obj, token)
+                if self._dirty:
+                    self._flush()
             if not self.active_jobs and all(j.state != JobState.PENDING for j in self.jobs):
                 break
         self._done = True
@@ -457,7 +476,7 @@ class Simulator:
     # ------------------------------------------------------------------ internals
     def _push(self, t: float, kind: int, obj, token: int = 0) -> None:
         self._seq += 1
-        heapq.heappush(self._events, (t, kind, self._seq, obj, token))
+        heappush(self._events, (t, kind, self._seq, obj, token))
 
     def _request_tick(self, earliest: float | None = None) -> None:
         tick = self.config.tick_s
@@ -496,19 +515,22 @@ class Simulator:
             if job.state == JOB_ACTIVE:
                 self._touch(job)
         elif kind == EV_USAGE:
-            self._usage_pending.discard(job.jid)
+            self._usage_pending.discard(job)
             if job.state == JOB_ACTIVE and job.n_placed > 0:
                 cfg = self.config
-                f = float(np.exp(self.rng.normal(0.0, cfg.usage_sigma)))
-                f = min(cfg.usage_max, max(cfg.usage_min, f))
+                # == rng.normal(0.0, sigma) (numpy draws loc + scale * standard normal), without its argument checks
+                f = float(np.exp(cfg.usage_sigma * self.rng.standard_normal()))
+                f = f if f > cfg.usage_min else cfg.usage_min  # == min(usage_max, max(usage_min, f))
+                f = f if f < cfg.usage_max else cfg.usage_max
                 # apply the change per server (a wide job has many tasks on few servers)
                 c, df = self.cluster, f - job.usage_factor
+                cpu_use, mem_use = self._cpu_use, self._mem_use
                 layout = job.usage_layout or self._usage_layout(job)
                 for srv, cpu, mem in layout[0]:
-                    c.cpu_use[srv] += cpu * df
-                    c.mem_use[srv] += mem * df
+                    c.cpu_use[srv] = cpu_use[srv] = cpu_use[srv] + cpu * df
+                    c.mem_use[srv] = mem_use[srv] = mem_use[srv] + mem * df
                 job.usage_factor = f
-                self._refresh_servers(layout[1], layout[2], memory_changed=False)
+                self._refresh_servers(layout[1], layout[2])
                 self._schedule_usage(job)
         elif kind == EV_GANG:
             if job.state == JOB_ACTIVE and self._gang_token.get(job.jid) == token and 0 < job.n_placed < job.n_tasks:
@@ -544,9 +566,9 @@ class Simulator:
 
     def _schedule_usage(self, job: Job) -> None:
         mean = self.config.usage_change_mean_s
-        if mean > 0 and job.jid not in self._usage_pending:
-            self._usage_pending.add(job.jid)
-            self._push(self.now + float(self.rng.exponential(mean)), EV_USAGE, job)
+        if mean > 0 and job not in self._usage_pending:
+            self._usage_pending.add(job)
+            self._push(self.now + mean * self.rng.standard_exponential(), EV_USAGE, job)  # == rng.exponential(mean)
 
     def _enqueue(self, task: Task) -> None:
         task.state = TASK_WAITING
@@ -559,111 +581,146 @@ class Simulator:
     def _apply_usage(self, task: Task, sign: float) -> None:
         c, f = self.cluster, task.job.usage_factor
         s = task.server
-        c.cpu_use[s] += sign * task.t.cpu_cores * f
-        c.mem_use[s] += sign * task.t.memory_gb * f
+        c.cpu_use[s] = self._cpu_use[s] = self._cpu_use[s] + sign * task.t.cpu_cores * f
+        c.mem_use[s] = self._mem_use[s] = self._mem_use[s] + sign * task.t.memory_gb * f
 
     def _attach(self, task: Task, server: int, gpu: int) -> None:
         c, t = self.cluster, task.t
         task.state = TASK_RUNNING
         task.server, task.gpu = server, gpu
         task.placed_at = self.now
-        c.cpu_alloc[server] += t.cpu_cores
-        c.mem_alloc[server] += t.memory_gb
+        c.cpu_alloc[server] = self._cpu_alloc[server] = self._cpu_alloc[server] + t.cpu_cores
+        c.mem_alloc[server] = self._mem_alloc[server] = self._mem_alloc[server] + t.memory_gb
         c.server_tasks[server][task] = None
         c.server_version[server] += 1
         if gpu >= 0:
-            c.gpu_mem_used[gpu] += t.gpu_memory_gb
-            c.gpu_n_tasks[gpu] += 1
-            if c.gpu_n_tasks[gpu] == 1:
+            free_before = c.gpu_mem_cap_list[gpu] - self._gpu_mem_used[gpu]
+            c.gpu_mem_used[gpu] = self._gpu_mem_used[gpu] = self._gpu_mem_used[gpu] + t.gpu_memory_gb
+            self._gpu_memory_changed(server, gpu, free_before)
+            on_gpu = c.gpu_tasks[gpu]
+            on_gpu.append(task)
+            c.gpu_n_tasks[gpu] = len(on_gpu)
+            if len(on_gpu) == 1:
                 c.server_idle_gpus[server] -= 1
-            c.gpu_tasks[gpu].append(task)
+            self._gpu_jobs[gpu] = None
         self._apply_usage(task, +1.0)
         job = task.job
         job.n_placed += 1
+        job.unit_compute[t.index] = t.compute_share * job.model.iter_time(c.gpu_type[gpu]) if gpu >= 0 else 0.0
+        job.slots[t.index] = (server, gpu)
         job.plan = job.usage_layout = None
         job.placement_version += 1
         self._schedule_usage(job)
         self._refresh_servers((server,), (gpu,) if gpu >= 0 else ())
 
+    def _gpu_memory_changed(self, server: int, gpu: int, free_before: float) -> None:
+        """Keep the server's largest free GPU memory (the max over its GPUs of capacity - used) after one GPU's
+        use changed: it becomes that GPU's free memory if larger, and needs a scan of the server's GPUs only if
+        that GPU held the largest and now has less."""
+        c = self.cluster
+        free = c.gpu_mem_cap_list[gpu] - self._gpu_mem_used[gpu]
+        largest = self._max_free_gpu_mem[server]
+        if free > largest:
+            largest = free
+        elif free < free_before == largest:
+            r = c.server_gpus(server)
+            largest = max(map(float.__sub__, c.gpu_mem_cap_list[r.start:r.stop], self._gpu_mem_used[r.start:r.stop]))
+        else:
+            return
+        c.server_max_free_gpu_mem[server] = self._max_free_gpu_mem[server] = largest
+
     def _detach(self, task: Task) -> None:
         c, t = self.cluster, task.t
         server, gpu = task.server, task.gpu
         self._apply_usage(task, -1.0)
-        c.cpu_alloc[server] -= t.cpu_cores
-        c.mem_alloc[server] -= t.memory_gb
+        c.cpu_alloc[server] = self._cpu_alloc[server] = self._cpu_alloc[server] - t.cpu_cores
+        c.mem_alloc[server] = self._mem_alloc[server] = self._mem_alloc[server] - t.memory_gb
         del c.server_tasks[server][task]
         c.server_version[server] += 1
         if gpu >= 0:
-            c.gpu_mem_used[gpu] -= t.gpu_memory_gb
-            c.gpu_n_tasks[gpu] -= 1
-            if c.gpu_n_tasks[gpu] == 0:
+            free_before = c.gpu_mem_cap_list[gpu] - self._gpu_mem_used[gpu]
+            c.gpu_mem_used[gpu] = self._gpu_mem_used[gpu] = self._gpu_mem_used[gpu] - t.gpu_memory_gb
+            self._gpu_memory_changed(server, gpu, free_before)
+            on_gpu = c.gpu_tasks[gpu]
+            on_gpu.remove(task)
+            c.gpu_n_tasks[gpu] = len(on_gpu)
+            if not on_gpu:
                 c.server_idle_gpus[server] += 1
-            c.gpu_tasks[gpu].remove(task)
+            self._gpu_jobs[gpu] = None
         task.server, task.gpu = -1, -1
         task.job.n_placed -= 1
         task.job.plan = task.job.usage_layout = None
         task.job.placement_version += 1
         self._refresh_servers((server,), (gpu,) if gpu >= 0 else ())
 
-    def _refresh_servers(self, servers: Iterable[int], gpus: Iterable[int], memory_changed: bool = True) -> None:
+    def _refresh_servers(self, servers: Iterable[int], gpus: Iterable[int]) -> None:
         """Recompute GPU loads, overload flags and slowdowns; mark jobs whose speed may change.
         (Plain Python over the few GPUs of a server: numpy calls on 4-element slices cost more than they save.)"""
         c = self.cluster
-        gpu_load, gpu_n_jobs, gpu_slow = c.gpu_load, c.gpu_n_jobs, c.gpu_slow
+        gpu_load, gpu_slow = c.gpu_load, c.gpu_slow
         h = self.config.overload_threshold
-        gpu_hot, server_hot = self._gpu_hot, self._server_hot_gpus
+        gpu_hot, server_hot, gpu_jobs = self._gpu_hot, self._server_hot_gpus, self._gpu_jobs
         for g in gpus:
-            on_gpu = c.gpu_tasks[g]
-            if len(on_gpu) == 1:  # the common exclusive case: no per-job bookkeeping
-                t = on_gpu[0]
-                load = t.t.gpu_util * t.job.usage_factor  # == _task_gpu_use(t), inlined: the hottest loop
+            on_gpu = gpu_jobs[g]
+            if on_gpu is None:
+                on_gpu = self._gpu_job_utils(g)
+            if len(on_gpu) == 1:  # the common exclusive case
+                job, util = on_gpu[0]
+                load = util * job.usage_factor  # == _task_gpu_use of its tasks, inlined: the hottest loop
                 if load > 1.0:
                     load = 1.0
                 n_jobs = 1
-            else:
-                per_job: dict[Job, float] = {}  # a job's tasks on one GPU count once, at their highest use
-                for t in on_gpu:
-                    job = t.job
-                    use = t.t.gpu_util * job.usage_factor
-                    if use > 1.0:
-                        use = 1.0
-                    if use > per_job.get(job, 0.0):
-                        per_job[job] = use
-                    elif job not in per_job:
-                        per_job[job] = 0.0
-                load = sum(per_job.values())
-                n_jobs = len(per_job)
-            gpu_load[g] = load
-            gpu_n_jobs[g] = n_jobs
+            else:  # a job's tasks on one GPU count once, at their highest use (the same sum as a per-task scan)
+                load = 0.0
+                for job, util in on_gpu:
+                    use = util * job.usage_factor
+                    load += 1.0 if use > 1.0 else use
+                n_jobs = len(on_gpu)
+            gpu_load[g] = self._gpu_load[g] = load
             # a GPU is overloaded when jobs *share* it beyond h_r: one job alone at high utilisation is busy,
             # not contended, and moving it would not help (Gandiva's rule judges shared GPUs too)
             hot = load > h and n_jobs > 1
             if hot != gpu_hot[g]:
                 gpu_hot[g] = hot
                 server_hot[self._gpu_server[g]] += 1 if hot else -1
-            slow = self._contention(load) if n_jobs > 1 else 1.0
+            slow = 1.0 if n_jobs == 1 or load <= 1.0 else self._contention(load)
             if slow != gpu_slow[g]:
                 gpu_slow[g] = slow
-                self._touch_jobs(c.gpu_tasks[g])
-        cpu_use, mem_use, net, overloaded, server_slow = c.cpu_use, c.mem_use, c.net_mbps, c.overloaded, c.server_slow
+                for job, _ in on_gpu:
+                    self._touch(job)
+        cpu_use, mem_use, net, over_now = self._cpu_use, self._mem_use, self._net, self._over
+        server_slow = c.server_slow
         for s in servers:
-            if memory_changed:
-                c.refresh_free_gpu_mem(s)
-            cu, mu = float(cpu_use[s]), float(mem_use[s])
-            over = (cu > self._cpu_limit[s] or mu > self._mem_limit[s] or float(net[s]) > self._net_limit[s]
+            cu, mu = cpu_use[s], mem_use[s]
+            over = (cu > self._cpu_limit[s] or mu > self._mem_limit[s] or net[s] > self._net_limit[s]
                     or server_hot[s] > 0)
-            was = bool(overloaded[s])
-            if over != was:
+            if over != over_now[s]:
                 if over:
                     self.metrics.overload_occurrences += 1
                     self._request_tick()
                 self._n_overloaded += 1 if over else -1
-                overloaded[s] = over
-            ratio = max(cu / self._cpu_cap[s], mu / self._mem_cap[s])
-            slow = 1.0 if ratio <= 1.0 else self._contention(ratio)  # the common case without a call
+                c.overloaded[s] = over_now[s] = over
+            # within capacity (use <= capacity exactly when use / capacity <= 1.0) is the common case: no division
+            if cu <= self._cpu_cap[s] and mu <= self._mem_cap[s]:
+                slow = 1.0
+            else:
+                slow = self._contention(max(cu / self._cpu_cap[s], mu / self._mem_cap[s]))
             if slow != server_slow[s]:
                 server_slow[s] = slow
                 self._touch_jobs(c.server_tasks[s])
+
+    def _gpu_job_utils(self, g: int) -> tuple:
+        """Rebuild _gpu_jobs[g] (and the GPU's job count). A job's use of the GPU is its busiest task's:
+        max(util) x usage factor, equal to the max over its tasks of util x factor (multiplying by a positive
+        factor is monotone)."""
+        per_job: dict[Job, float] = {}
+        for t in self.cluster.gpu_tasks[g]:
+            util = t.t.gpu_util
+            if util > per_job.get(t.job, -1.0):
+                per_job[t.job] = util
+        self._gpu_jobs[g] = entries = tuple(per_job.items())
+        self.cluster.gpu_n_jobs[g] = len(entries)
+        return entries
 
     def _contention(self, ratio: float) -> float:
         """Slowdown factor of an over-committed resource: ``ratio`` (use / capacity) rounded up to the
@@ -679,15 +736,24 @@ class Simulator:
         now = self.now
         if job.last_update < now:
             if job.rate > 0 and job.n_placed == len(job.tasks):  # fully placed
-                start = max(job.last_update, job.paused_until)
-                dt = max(0.0, now - start)
-                di = min(job.rate * dt, max(0.0, job.target_iters - job.iters))
+                # max(last_update, paused_until), max(0, now - start) and min(rate x dt, max(0, iterations left))
+                # spelled out (the same values: max keeps its first argument unless the second is larger)
+                start = job.paused_until if job.paused_until > job.last_update else job.last_update
+                dt = now - start
+                if not dt > 0.0:
+                    dt = 0.0
+                left = job.target_iters - job.iters
+                if not left > 0.0:
+                    left = 0.0
+                di = job.rate * dt
+                if left < di:
+                    di = left
                 if di > 0:
                     job.iters += di
                     job.running_time += dt
-                    mb = di * job.cross_mb_rate_total
-                    job.cross_mb += mb
-                    self.metrics.add_cross_per_iter(job.cross_mb_per_iter, di)
+                    if job.cross_mb_per_iter:  # (adding 0 bytes changes nothing)
+                        job.cross_mb += di * job.cross_mb_rate_total
+                        self.metrics.add_cross_per_iter(job.cross_mb_per_iter, di)
                 job.waiting_time += (now - job.last_update) - dt
             else:
                 job.waiting_time += now - job.last_update
@@ -710,94 +776,93 @@ class Simulator:
         The placement-dependent part of a job's iteration (transfers, sync, cross-server bytes) is cached
         in ``job.plan`` until its placement changes; a contention change only re-runs the critical path,
         and a job whose rate, target and pause are all unchanged keeps its scheduled completion."""
-        c = self.cluster
-        server_slow, gpu_slow = c.server_slow, c.gpu_slow
-        while self._dirty:
-            job = next(iter(self._dirty))
-            del self._dirty[job]
+        dirty = self._dirty
+        server_slow, gpu_slow = self.cluster.server_slow, self.cluster.gpu_slow
+        while dirty:
+            job = next(iter(dirty))
+            del dirty[job]
             if job.state != JOB_ACTIVE:
                 continue
-            old_cross = job.cross_mb_per_iter
-            old_rate = job.rate
+            old_cross, old_servers = job.cross_mb_per_iter, job.cross_servers
+            old_rate = rate = job.rate
             tasks = job.tasks
             placed = job.n_placed == len(tasks)  # job.fully_placed; nothing below changes it
             if placed:
-                if job.plan is None:
+                plan = job.plan
+                if plan is None:
                     servers = [t.server for t in tasks]
                     gpus = [t.gpu for t in tasks]
                     if job.graph is None:
                         job.graph = job_graph([t.t for t in tasks], job.spec)
-                    job.plan = plan_placement(job.graph, servers, gpus, self._intra, self._nic)
-                    job.unit_compute = [t.t.compute_share * job.model.iter_time(c.gpu_type[t.gpu]) if t.gpu >= 0 else 0.0
-                                        for t in tasks]
-                    job.slots = list(zip(servers, gpus))
+                    job.plan = plan = plan_placement(job.graph, servers, gpus, self._intra, self._nic)
                     job.slow_key = None
                     job.iter_times = {}
-                slow = []
-                for s, g in job.slots:
-                    f = server_slow[s]
-                    if g >= 0 and gpu_slow[g] > f:
-                        f = gpu_slow[g]
-                    slow.append(f)
-                slow_key = tuple(slow)
+                # each task runs at the larger of its server's and its GPU's slowdown
+                slow_key = tuple([gpu_slow[g] if g >= 0 and gpu_slow[g] > server_slow[s] else server_slow[s]
+                                  for s, g in job.slots])
                 if slow_key != job.slow_key:
                     job.slow_key = slow_key
                     # contention factors move among a few rounded values as resource use varies: keep the
                     # iteration time of each for the current placement
                     T = job.iter_times.get(slow_key)
                     if T is None:
-                        T = critical_time(job.plan, [u * f for u, f in zip(job.unit_compute, slow)])
-                        job.iter_times[slow_key] = T
+                        T = job.iter_times[slow_key] = critical_time(plan, job.unit_compute, slow_key)
                     job.iter_time = T
-                    job.rate = 1.0 / T if T > 0 else math.inf
-                    job.cross_mb_per_iter = job.plan.cross
-                    job.cross_mb_rate_total = sum(job.plan.cross.values())
+                    job.rate = rate = 1.0 / T if T > 0 else math.inf
+                    if old_cross is not plan.cross:
+                        job.cross_mb_per_iter = plan.cross
+                        job.cross_servers = plan.cross_servers
+                        job.cross_mb_rate_total = sum(plan.cross.values())
             else:
                 job.iter_time = math.inf
-                job.rate = 0.0
+                job.rate = rate = 0.0
                 job.cross_mb_per_iter = {}
+                job.cross_servers = frozenset()
                 job.cross_mb_rate_total = 0.0
-            if old_rate != job.rate or old_cross is not job.cross_mb_per_iter:
-                self._update_net(job, old_rate, old_cross)
-            if job.rate > 0 and placed:
+            # NIC loads change only for a job with cross-server traffic before or after (most jobs have none)
+            if (old_cross or job.cross_mb_per_iter) and (old_rate != rate or old_cross is not job.cross_mb_per_iter):
+                self._update_net(job, old_rate, old_cross, old_servers)
+            if rate > 0 and placed:
                 if job.iters >= job.target_iters - 1e-9:
                     self._finish(job, JobState.FINISHED)
                     continue
-                sched = (job.rate, job.target_iters, job.paused_until)
+                sched = (rate, job.target_iters, job.paused_until)
                 if sched != job.scheduled:  # otherwise the pending completion event is still right
                     job.scheduled = sched
                     job.epoch += 1
-                    start = max(self.now, job.paused_until)
-                    self._push(start + (job.target_iters - job.iters) / job.rate, EV_COMPLETE, job, job.epoch)
+                    start = job.paused_until if job.paused_until > self.now else self.now  # max(now, paused_until)
+                    self._push(start + (job.target_iters - job.iters) / rate, EV_COMPLETE, job, job.epoch)
             else:
                 job.scheduled = None
                 job.epoch += 1
 
-    def _update_net(self, job: Job, old_rate: float, old_cross: dict) -> None:
-        # the same sequence of float64 operations per server as in-place updates of c.net_mbps, on scalars
-        # (numpy element arithmetic costs several times more), written back once per server; the order in
-        # which the changed servers are then checked does not matter (the tick request is the same for all)
+    def _update_net(self, job: Job, old_rate: float, old_cross: dict, old_servers: frozenset) -> None:
+        """Move the NIC loads of the job's servers from its old rate and cross-server bytes to the current ones
+        (in place on the Python copy, pair by pair: the float operations of in-place updates of c.net_mbps)."""
         c = self.cluster
-        net = c.net_mbps
-        vals: dict[int, float] = {}
-        if old_rate > 0:
+        net = self._net
+        changed = frozenset()
+        if old_rate > 0 and old_cross:
             for (a, b), mb in old_cross.items():
                 d = mb * old_rate
-                vals[a] = (vals[a] if a in vals else net[a]) - d
-                vals[b] = (vals[b] if b in vals else net[b]) - d
-        if job.rate > 0 and job.fully_placed:
-            rate = job.rate
-            for (a, b), mb in job.cross_mb_per_iter.items():
+                net[a] -= d
+                net[b] -= d
+            changed = old_servers
+        rate, cross = job.rate, job.cross_mb_per_iter
+        if rate > 0 and cross and job.n_placed == len(job.tasks):
+            for (a, b), mb in cross.items():
                 d = mb * rate
-                vals[a] = (vals[a] if a in vals else net[a]) + d
-                vals[b] = (vals[b] if b in vals else net[b]) + d
-        limit, overloaded = self._net_limit, c.overloaded
-        for s, v in vals.items():
-            if abs(v) < 1e-9:
-                v = 0.0
-            net[s] = v
-            if v > limit[s] and not overloaded[s]:
-                overloaded[s] = True
+                net[a] += d
+                net[b] += d
+            changed = changed | job.cross_servers if changed else job.cross_servers
+        limit, over_now = self._net_limit, self._over
+        for s in changed:  # the order does not matter: the tick request is the same for all
+            v = net[s]
+            if -1e-9 < v < 1e-9:  # abs(v) < 1e-9: float residue of cancelled terms
+                net[s] = v = 0.0
+            c.net_mbps[s] = v
+            if v > limit[s] and not over_now[s]:
+                c.overloaded[s] = over_now[s] = True
                 self._n_overloaded += 1
                 self.metrics.overload_occurrences += 1
                 self._request_tick()
@@ -811,10 +876,11 @@ class Simulator:
                 self.queue.pop(t.tid, None)
                 t.waited += self.now - t.queued_since
             t.state = TaskState.DONE
-        old_rate, old_cross = job.rate, job.cross_mb_per_iter
+        old_rate, old_cross, old_servers = job.rate, job.cross_mb_per_iter, job.cross_servers
         job.rate = 0.0
         job.cross_mb_per_iter = {}
-        self._update_net(job, old_rate, old_cross)
+        job.cross_servers = frozenset()
+        self._update_net(job, old_rate, old_cross, old_servers)
         job.state = state
         job.end_time = self.now
         job.epoch += 1

@@ -86,6 +86,7 @@ class Job:
     iter_time: float = math.inf
     cross_mb_per_iter: dict = field(default_factory=dict)
     cross_mb_rate_total: float = 0.0
+    cross_servers: frozenset = frozenset()  # the servers in cross_mb_per_iter's pairs
     n_placed: int = 0
     plan: object = None  # dag.PlacementPlan of the current placement (None: recompute)
     graph: object = None  # dag.JobGraph (placement-independent), built at the first full placement
@@ -93,8 +94,10 @@ class Job:
     # (servers, their CPU and memory demand sums, GPUs) of the running tasks, for resource-use changes;
     # None = recompute (reset with ``plan`` whenever a task is attached or detached)
     usage_layout: object = None
-    unit_compute: list = field(default_factory=list)  # per task: compute share x iteration time on its GPU
-    slots: list = field(default_factory=list)  # per task: (server, GPU) of the placement ``plan`` is for
+    # per task, set by the simulator when the task is placed (meaningful while it is): compute share x iteration
+    # time on its GPU, and its (server, GPU)
+    unit_compute: list = field(default_factory=list)
+    slots: list = field(default_factory=list)
     slow_key: tuple | None = None  # contention factors the current rate was computed with
     iter_times: dict = field(default_factory=dict)  # slow_key -> iteration time, for the current ``plan``
     scheduled: tuple | None = None  # (rate, target, paused_until) of the pending completion event
@@ -155,6 +158,8 @@ def make_job(spec: JobSpec, model: ModelProfile, first_tid: int) -> Job:
     job = Job(spec=spec, model=model)
     templates: list[TaskTemplate] = build_tasks(spec, model)
     job.tasks = [Task(first_tid + i, job, t) for i, t in enumerate(templates)]
+    job.unit_compute = [0.0] * len(templates)
+    job.slots = [(-1, -1)] * len(templates)
     job.stop_option = spec.stop_option
     job.target_iters = job.target_for(spec.stop_option)
     return job

@@ -86,12 +86,6 @@ class ClusterState:
             self._by_id[s] = (self.server_version[s], tasks)
         return tasks
 
-    def refresh_free_gpu_mem(self, s: int) -> None:
-        # on Python floats (one tolist per server instead of two numpy element reads per GPU): same values
-        r = self._server_gpu_ranges[s]
-        self.server_max_free_gpu_mem[s] = max(map(float.__sub__, self.gpu_mem_cap_list[r.start:r.stop],
-                                                  self.gpu_mem_used[r.start:r.stop].tolist()))
-
     def utilisation_matrix(self, out: np.ndarray | None = None) -> np.ndarray:
         """(S, 4) actual use / capacity of (GPU, CPU, memory, network), the columns of :meth:`utilisation`
         (same arithmetic, so equal bit for bit), written into ``out`` when given (no allocation)."""
