@@ -31,6 +31,12 @@ SCENARIOS = {
 def check_simulator(sim) -> None:
     c = sim.cluster
     assert sim.n_overloaded == np.count_nonzero(c.overloaded)
+    # the overload flags are what the current use says (MLFS's rule with threshold h on every resource)
+    h = sim.config.overload_threshold
+    shared_hot = np.array([c.gpu_load[g] > h and c.gpu_n_jobs[g] > 1 for g in range(c.n_gpus)], dtype=bool)
+    expect = ((c.cpu_use > h * c.cpu_cap) | (c.mem_use > h * c.mem_cap) | (c.net_mbps > h * c.nic_gbps * 125.0)
+              | (np.add.reduceat(shared_hot, c.server_first_gpu) > 0))
+    np.testing.assert_array_equal(c.overloaded, expect)
     np.testing.assert_array_equal(c.server_idle_gpus, np.add.reduceat(c.gpu_n_tasks == 0, c.server_first_gpu))
     # the engine's Python copies of cluster arrays
     for copy, array in (("_cpu_alloc", c.cpu_alloc), ("_mem_alloc", c.mem_alloc), ("_gpu_mem_used", c.gpu_mem_used),

@@ -299,3 +299,22 @@ def test_env_leaves_out_jobs_that_can_never_start_and_says_so():
     dropped = info["episode"]["dropped_jobs"]
     assert dropped and not set(dropped) & {j.jid for j in env.unwrapped.sim.jobs}
     assert info["episode"]["n_jobs"] == len(env.unwrapped.sim.jobs)
+
+
+def test_nic_overload_ends_with_the_traffic_that_caused_it():
+    # two replicas on two servers with slow NICs: the all-reduce traffic overloads both NICs while the job runs;
+    # once it finishes the servers hold nothing and must not stay overloaded (a flag set by NIC traffic alone
+    # used to be cleared only by a later change on that server)
+    sim = Simulator(cluster(2, nic=0.01), [job(R=2, iters=20)], SimConfig(**STILL, decide_on="always"), seed=0,
+                    models=models)
+    sim.next_decision()
+    a, b = sim.ready_tasks()
+    sim.place(a.tid, 0)
+    sim.place(b.tid, 1)
+    c = sim.cluster
+    assert c.net_mbps[0] > sim.config.overload_threshold * c.nic_gbps[0] * 125.0
+    assert c.overloaded.all() and sim.n_overloaded == 2
+    while sim.next_decision():
+        pass
+    assert sim.job_records()[0]["state"] == "FINISHED"
+    assert not c.overloaded.any() and sim.n_overloaded == 0 and (c.net_mbps == 0).all()

@@ -695,11 +695,7 @@ class Simulator:
             over = (cu > self._cpu_limit[s] or mu > self._mem_limit[s] or net[s] > self._net_limit[s]
                     or server_hot[s] > 0)
             if over != over_now[s]:
-                if over:
-                    self.metrics.overload_occurrences += 1
-                    self._request_tick()
-                self._n_overloaded += 1 if over else -1
-                c.overloaded[s] = over_now[s] = over
+                self._set_overloaded(s, over)
             # within capacity (use <= capacity exactly when use / capacity <= 1.0) is the common case: no division
             if cu <= self._cpu_cap[s] and mu <= self._mem_cap[s]:
                 slow = 1.0
@@ -861,11 +857,24 @@ class Simulator:
             if -1e-9 < v < 1e-9:  # abs(v) < 1e-9: float residue of cancelled terms
                 net[s] = v = 0.0
             c.net_mbps[s] = v
-            if v > limit[s] and not over_now[s]:
-                c.overloaded[s] = over_now[s] = True
-                self._n_overloaded += 1
-                self.metrics.overload_occurrences += 1
-                self._request_tick()
+            # re-judged both ways: NIC traffic that ends (the job finished, slowed down or moved) must also clear
+            # an overload it caused, or a server left without tasks would stay overloaded for good
+            over = v > limit[s] or self._server_overloaded_besides_net(s)
+            if over != over_now[s]:
+                self._set_overloaded(s, over)
+
+    def _server_overloaded_besides_net(self, s: int) -> bool:
+        return (self._cpu_use[s] > self._cpu_limit[s] or self._mem_use[s] > self._mem_limit[s]
+                or self._server_hot_gpus[s] > 0)
+
+    def _set_overloaded(self, s: int, over: bool) -> None:
+        """Flip server ``s``'s overload flag (the caller checked that it changes); a new overload counts as an
+        occurrence and asks for a scheduling tick."""
+        if over:
+            self.metrics.overload_occurrences += 1
+            self._request_tick()
+        self._n_overloaded += 1 if over else -1
+        self.cluster.overloaded[s] = self._over[s] = over
 
     def _finish(self, job: Job, state: JobState) -> None:
         self._touch(job)  # materialise progress (and bytes) up to now
