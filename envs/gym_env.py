@@ -385,7 +385,7 @@ class ClusterEnv(gym.Env):
             if any_over and mig_cap:
                 server_tasks, version, movable, rnd = c.server_tasks, c.server_version, self._movable, self._round
                 for s in over.nonzero()[0].tolist():
-                    if not server_tasks[s]:  # overloaded by NIC traffic alone (big clusters have many)
+                    if not server_tasks[s]:  # nothing to move (an overload needs tasks, but be safe)
                         continue
                     # the server's tasks not yet moved in this round, by task id. Cached per (server's task-set
                     # version, round): a task joins `touched` only by a command that attaches it to or detaches
