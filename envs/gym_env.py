@@ -349,7 +349,9 @@ class ClusterEnv(gym.Env):
         over = c.overloaded
         n_over_servers = sim.n_overloaded
         any_over = n_over_servers > 0
-        ideal = U[~over].min(axis=0) if any_over and n_over_servers < self._S else U.min(axis=0)
+        # the ideal host: the element-wise minimum over underloaded servers (compressing the transposed view keeps
+        # each resource's values contiguous: several times faster than a column minimum on large clusters)
+        ideal = U.T.compress(~over, axis=1).min(axis=1) if any_over and n_over_servers < self._S else U.min(axis=0)
         # distance to the ideal host: the squares summed column by column in the order of sum(axis=1) (same
         # bits), several times faster than the row-wise reduction on large clusters
         D = U - ideal
