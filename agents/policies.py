@@ -37,7 +37,7 @@ import torch as th
 from torch import nn
 
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
-from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.policies import ActorCriticPolicy, BaseModel
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 OBS_KEYS = ("tasks", "servers", "gpu_loads", "global", "affinity")
@@ -331,11 +331,9 @@ def policy_spec(policy: str, algo: str, net_arch: list[int] | None = None, d: in
 
 
 def actor_features(policy, obs: dict[str, th.Tensor]) -> th.Tensor:
-    """The actor's features of an SB3 actor-critic policy, with or without an encoder shared with the critic
-    (SB3's ``extract_features`` returns a (pi, vf) pair when it is not shared)."""
-    if getattr(policy, "share_features_extractor", True):
-        return policy.extract_features(obs, policy.pi_features_extractor)
-    return policy.extract_features(obs)[0]
+    """The actor's features of an SB3 actor-critic policy, with or without an encoder shared with the critic:
+    only the actor's encoder runs (SB3's ``extract_features`` would run the critic's too when it is separate)."""
+    return BaseModel.extract_features(policy, obs, policy.pi_features_extractor)
 
 
 def masked_logits(policy, obs: dict[str, th.Tensor], masks: th.Tensor | None) -> th.Tensor:

@@ -385,10 +385,8 @@ class ClusterEnv(gym.Env):
             n_pre = 0
             mig_cap = W if self.config.migrate_rows is None else min(W, self.config.migrate_rows)
             if any_over and mig_cap:
-                server_tasks, version, movable, rnd = c.server_tasks, c.server_version, self._movable, self._round
+                version, movable, rnd = c.server_version, self._movable, self._round
                 for s in over.nonzero()[0].tolist():
-                    if not server_tasks[s]:  # nothing to move (an overload needs tasks, but be safe)
-                        continue
                     # the server's tasks not yet moved in this round, by task id. Cached per (server's task-set
                     # version, round): a task joins `touched` only by a command that attaches it to or detaches
                     # it from a server, which bumps that server's version

@@ -13,6 +13,7 @@ import math
 import numpy as np
 from gymnasium import spaces
 
+from .core.job import JOB_ACTIVE, TASK_RUNNING
 from .core.state import GPU_TYPE_ORDER
 
 # ---------------------------------------------------------------- task rows (W x F_task)
@@ -80,7 +81,7 @@ class ObservationBuilder:
         self._o_jdyn = self._o_jstat + self.n_jstat
         self._o_model = self._o_jdyn + self.n_jdyn
         self._job_dyn: dict = {}  # Job -> (key, row)
-        self._curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._curves: dict[str, tuple[list, list, list]] = {}
 
     def space(self, n_actions: int) -> spaces.Dict:
         W, K, G = self.W, self.K, self.G
@@ -176,21 +177,12 @@ class ObservationBuilder:
             self.job_pos.get(job.jid, 0) / self.n_jobs,
         ), np.float32)
 
-    def _curve(self, job) -> tuple[np.ndarray, np.ndarray]:
+    def _curve(self, job) -> tuple[list, list, list]:
+        """The job's learning curve as Python lists (x, loss, accuracy), for the pure-Python interpolation."""
         cv = self._curves.get(job.model.name)
         if cv is None:
             c = job.model.curve
-            cv = (list(c.x), list(c.loss))
-            self._curves[job.model.name] = cv
-        return cv
-
-    def _acc_curve(self, job) -> tuple[list, list]:
-        key = ("acc", job.model.name)
-        cv = self._curves.get(key)
-        if cv is None:
-            c = job.model.curve
-            cv = (list(c.x), list(c.accuracy))
-            self._curves[key] = cv
+            cv = self._curves[job.model.name] = (list(c.x), list(c.loss), list(c.accuracy))
         return cv
 
     def _jdyn(self, job, now: float) -> np.ndarray:
@@ -205,7 +197,7 @@ class ObservationBuilder:
         it = job.iters
         # progress not yet materialised (job running since last_update): extrapolate to now for the features
         placed = job.n_placed == len(job.tasks)  # job.fully_placed
-        if job.rate > 0 and placed and job.state == 1:
+        if job.rate > 0 and placed and job.state == JOB_ACTIVE:
             start = max(job.last_update, job.paused_until)
             if now > start:
                 it = min(job.target_iters, it + job.rate * (now - start))
@@ -218,7 +210,7 @@ class ObservationBuilder:
         else:
             H = self.H
             red = [0.0] * H  # recent loss reductions
-            xs, ls = self._curve(job)
+            xs, ls, _ = self._curve(job)
             if i >= 1:
                 # loss at iterations i, i-1, ..., i-H and at 0 (MLFS Eq. 2); pure-Python interpolation (fast)
                 lv = [_interp(max(0, i - j) / maxit, xs, ls) for j in range(H + 1)]
@@ -230,7 +222,8 @@ class ObservationBuilder:
         waiting = job.waiting_time + max(0.0, now - job.last_update) * (0.0 if placed else 1.0)
         per_job = self._job_curves.get(job)
         if per_job is None:  # the job's accuracy curve and mean iteration time, looked up once per episode
-            per_job = self._job_curves[job] = (*self._acc_curve(job), self.cluster.mean_iter_time(job.model))
+            xs, _, accs = self._curve(job)
+            per_job = self._job_curves[job] = (xs, accs, self.cluster.mean_iter_time(job.model))
         acc_x, acc_y, mean_it = per_job
         # one conversion of Python floats (same float32 rounding as element-wise assignment)
         a = np.array((
@@ -258,7 +251,7 @@ class ObservationBuilder:
             return hit[1]
         jt, t = task.job.tasks, task.t
         nb = t.parents + t.children
-        running = [jt[k].server for k in nb if jt[k].state == 2 and jt[k].server >= 0]  # 2: RUNNING
+        running = [jt[k].server for k in nb if jt[k].state == TASK_RUNNING and jt[k].server >= 0]
         out = (1.0 / len(nb) if nb else 0.0, running)
         self._nb_servers[task.tid] = (version, out)
         return out

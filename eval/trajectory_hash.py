@@ -74,6 +74,7 @@ def run_case(env_id: str, kw: dict, policy: str, seed: int, max_steps: int) -> t
     te = tr = False
     while n < max_steps:
         if policy == "random":
+            # rng.choice, not bench_env.random_valid (which draws differently): the recorded hashes depend on it
             a = int(rng.choice(np.flatnonzero(u.action_masks())))
         elif policy == "greedy":
             a = greedy(u, rng)

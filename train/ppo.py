@@ -150,6 +150,8 @@ def build_config(overrides: dict | None = None, config_file: str | None = None) 
         raise ConfigError(f"algo must be 'maskable' or 'ppo', got {cfg['algo']!r}")
     if not isinstance(cfg["env"], dict):
         raise ConfigError("env must be a mapping of EnvConfig fields")
+    if str(cfg["reward_baseline"]).lower() == "none":  # from the flag or a YAML file: the env's own reward
+        cfg["reward_baseline"] = None
     if cfg["reward_baseline"] is not None:
         import baselines
 
@@ -522,6 +524,26 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
+def final_table(run: Run, model) -> tuple[str, list[dict]]:
+    """Evaluate the best checkpoint (else the final model) and the heuristics on the final held-out windows;
+    write results.csv, episodes.csv, paired.csv and results.md; return the table's Markdown and rows."""
+    from agents.io import load_agent
+
+    cfg, out = run.cfg, run.out
+    best = out / "best_model.zip"
+    eval_model = load_agent(best, device=cfg["device"], algo=cfg["algo"], warn=False) if best.exists() else model
+    which = f"best checkpoint (step {run.state['best_step']:,})" if best.exists() else "final model"
+    rows, md, records = final_evaluation(run, eval_model)
+    _write_csv(out / "results.csv", rows)
+    _write_csv(out / "episodes.csv", records)
+    header = (f"# {cfg['scenario']}: agent ({cfg['policy']}, {cfg['algo']}, {which}) vs heuristics\n\n"
+              f"Held-out windows (split='test'), {cfg['final_eval_episodes']} seeds, mean ± 95 % t-interval; "
+              f"agent-step cap {cfg['final_eval_max_steps']} per episode.\n\n")
+    (out / "results.md").write_text(header + md + "\n")
+    print("\n" + header + md + "\n", flush=True)
+    return md, rows
+
+
 def train(cfg: dict, resume: bool = False, stop_at: int | None = None) -> dict:
     """Run (or resume) a training run described by ``cfg`` (from :func:`build_config`); returns a dict with
     ``out``, ``bc``, ``results_md`` and ``num_timesteps``. ``stop_at`` interrupts PPO once that many steps
@@ -583,26 +605,11 @@ def train(cfg: dict, resume: bool = False, stop_at: int | None = None) -> dict:
         run.periodic_eval(model, model.logger)
     model.save(out / "final_model.zip")
     env.close()
-    best = out / "best_model.zip"
-    from agents.io import load_agent
-
-    eval_model = load_agent(best, device=cfg["device"], algo=cfg["algo"], warn=False) if best.exists() else model
-    which = f"best checkpoint (step {run.state['best_step']:,})" if best.exists() else "final model"
-    if not cfg["final_eval_episodes"]:
+    md, rows = None, []
+    if cfg["final_eval_episodes"]:
+        md, rows = final_table(run, model)
+    else:
         print("No final table (final_eval_episodes = 0).", flush=True)
-        run.state["finished"] = True
-        run.save_state()
-        print(f"Run folder: {out}  (tensorboard --logdir {out / 'tb'})", flush=True)
-        return {"out": str(out), "num_timesteps": int(model.num_timesteps), "interrupted": False,
-                "bc": run.state.get("bc"), "results_md": None, "results": []}
-    rows, md, records = final_evaluation(run, eval_model)
-    _write_csv(out / "results.csv", rows)
-    _write_csv(out / "episodes.csv", records)
-    header = (f"# {cfg['scenario']}: agent ({cfg['policy']}, {cfg['algo']}, {which}) vs heuristics\n\n"
-              f"Held-out windows (split='test'), {cfg['final_eval_episodes']} seeds, mean ± 95 % t-interval; "
-              f"agent-step cap {cfg['final_eval_max_steps']} per episode.\n\n")
-    (out / "results.md").write_text(header + md + "\n")
-    print("\n" + header + md + "\n", flush=True)
     run.state["finished"] = True
     run.save_state()
     print(f"Run folder: {out}  (tensorboard --logdir {out / 'tb'})", flush=True)
@@ -658,8 +665,6 @@ def main(argv: Sequence[str] | None = None) -> dict:
     flags = {k: getattr(args, k) for k in _FLAG_KEYS if getattr(args, k) is not None}
     if args.no_progress:
         flags["progress_bar"] = False
-    if str(flags.get("reward_baseline", "")).lower() == "none":
-        flags["reward_baseline"] = None
     try:
         if args.resume:
             run_dir = Path(args.resume)

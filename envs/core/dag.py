@@ -216,22 +216,21 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
         Bytes between two servers are tallied in ``cross``."""
         sa, sb = servers[a], servers[b]
         if sa != sb:
-            if mb <= 0:
-                return 0.0
-            key = (sa, sb) if sa < sb else (sb, sa)
-            cross[key] = cross.get(key, 0.0) + mb
+            if mb > 0:
+                key = (sa, sb) if sa < sb else (sb, sa)
+                cross[key] = cross.get(key, 0.0) + mb
             na, nb = nic[sa], nic[sb]
-            return mb / ((nb if nb < na else na) * MB_PER_GBIT)  # min(na, nb)
-        if mb <= 0 or gpus[a] == gpus[b] >= 0:
+            return transfer_s(mb, nb if nb < na else na)  # min(na, nb)
+        if gpus[a] == gpus[b] >= 0:
             return 0.0
-        return mb / (intra[sa] * MB_PER_GBIT)
+        return transfer_s(mb, intra[sa])
 
     mb = g.comm_worker_mb
     # tasks are stored layer by layer within a replica: already topological
     order = [(k, r, tuple([(p, send(p, k, mb)) for p in parents]) if parents else ()) for k, r, parents in g.workers]
     shared = []
     worker_gpus = [gpus[k] for k, _r, _p in g.workers]
-    if len(set(worker_gpus)) < len(worker_gpus):  # some GPU holds several workers (of one replica?)
+    if len(set(worker_gpus)) < len(worker_gpus):  # some GPU holds several workers: group them per replica
         groups: dict[tuple[int, int], list[int]] = {}
         for (k, r, _p), gpu in zip(g.workers, worker_gpus):
             groups.setdefault((r, gpu), []).append(k)

@@ -594,9 +594,7 @@ class Simulator:
         c.server_tasks[server][task] = None
         c.server_version[server] += 1
         if gpu >= 0:
-            free_before = c.gpu_mem_cap_list[gpu] - self._gpu_mem_used[gpu]
-            c.gpu_mem_used[gpu] = self._gpu_mem_used[gpu] = self._gpu_mem_used[gpu] + t.gpu_memory_gb
-            self._gpu_memory_changed(server, gpu, free_before)
+            self._change_gpu_memory(server, gpu, t.gpu_memory_gb)
             on_gpu = c.gpu_tasks[gpu]
             on_gpu.append(task)
             c.gpu_n_tasks[gpu] = len(on_gpu)
@@ -613,11 +611,13 @@ class Simulator:
         self._schedule_usage(job)
         self._refresh_servers((server,), (gpu,) if gpu >= 0 else ())
 
-    def _gpu_memory_changed(self, server: int, gpu: int, free_before: float) -> None:
-        """Keep the server's largest free GPU memory (the max over its GPUs of capacity - used) after one GPU's
-        use changed: it becomes that GPU's free memory if larger, and needs a scan of the server's GPUs only if
-        that GPU held the largest and now has less."""
+    def _change_gpu_memory(self, server: int, gpu: int, delta_gb: float) -> None:
+        """Add ``delta_gb`` to a GPU's used memory and keep the server's largest free GPU memory (the max over
+        its GPUs of capacity - used): it becomes that GPU's free memory if larger, and needs a scan of the
+        server's GPUs only if that GPU held the largest and now has less."""
         c = self.cluster
+        free_before = c.gpu_mem_cap_list[gpu] - self._gpu_mem_used[gpu]
+        c.gpu_mem_used[gpu] = self._gpu_mem_used[gpu] = self._gpu_mem_used[gpu] + delta_gb
         free = c.gpu_mem_cap_list[gpu] - self._gpu_mem_used[gpu]
         largest = self._max_free_gpu_mem[server]
         if free > largest:
@@ -638,9 +638,7 @@ class Simulator:
         del c.server_tasks[server][task]
         c.server_version[server] += 1
         if gpu >= 0:
-            free_before = c.gpu_mem_cap_list[gpu] - self._gpu_mem_used[gpu]
-            c.gpu_mem_used[gpu] = self._gpu_mem_used[gpu] = self._gpu_mem_used[gpu] - t.gpu_memory_gb
-            self._gpu_memory_changed(server, gpu, free_before)
+            self._change_gpu_memory(server, gpu, -t.gpu_memory_gb)
             on_gpu = c.gpu_tasks[gpu]
             on_gpu.remove(task)
             c.gpu_n_tasks[gpu] = len(on_gpu)
@@ -688,14 +686,10 @@ class Simulator:
                 gpu_slow[g] = slow
                 for job, _ in on_gpu:
                     self._touch(job)
-        cpu_use, mem_use, net, over_now = self._cpu_use, self._mem_use, self._net, self._over
-        server_slow = c.server_slow
+        cpu_use, mem_use, server_slow = self._cpu_use, self._mem_use, c.server_slow
         for s in servers:
             cu, mu = cpu_use[s], mem_use[s]
-            over = (cu > self._cpu_limit[s] or mu > self._mem_limit[s] or net[s] > self._net_limit[s]
-                    or server_hot[s] > 0)
-            if over != over_now[s]:
-                self._set_overloaded(s, over)
+            self._judge_overload(s)
             # within capacity (use <= capacity exactly when use / capacity <= 1.0) is the common case: no division
             if cu <= self._cpu_cap[s] and mu <= self._mem_cap[s]:
                 slow = 1.0
@@ -851,7 +845,6 @@ class Simulator:
                 net[a] += d
                 net[b] += d
             changed = changed | job.cross_servers if changed else job.cross_servers
-        limit, over_now = self._net_limit, self._over
         for s in changed:  # the order does not matter: the tick request is the same for all
             v = net[s]
             if -1e-9 < v < 1e-9:  # abs(v) < 1e-9: float residue of cancelled terms
@@ -859,17 +852,15 @@ class Simulator:
             c.net_mbps[s] = v
             # re-judged both ways: NIC traffic that ends (the job finished, slowed down or moved) must also clear
             # an overload it caused, or a server left without tasks would stay overloaded for good
-            over = v > limit[s] or self._server_overloaded_besides_net(s)
-            if over != over_now[s]:
-                self._set_overloaded(s, over)
+            self._judge_overload(s)
 
-    def _server_overloaded_besides_net(self, s: int) -> bool:
-        return (self._cpu_use[s] > self._cpu_limit[s] or self._mem_use[s] > self._mem_limit[s]
-                or self._server_hot_gpus[s] > 0)
-
-    def _set_overloaded(self, s: int, over: bool) -> None:
-        """Flip server ``s``'s overload flag (the caller checked that it changes); a new overload counts as an
-        occurrence and asks for a scheduling tick."""
+    def _judge_overload(self, s: int) -> None:
+        """Set server ``s``'s overload flag from its current use (MLFS: any resource above h_r; a GPU counts
+        only when shared, see _refresh_servers). A new overload counts as an occurrence and asks for a tick."""
+        over = (self._cpu_use[s] > self._cpu_limit[s] or self._mem_use[s] > self._mem_limit[s]
+                or self._net[s] > self._net_limit[s] or self._server_hot_gpus[s] > 0)
+        if over == self._over[s]:
+            return
         if over:
             self.metrics.overload_occurrences += 1
             self._request_tick()
