@@ -10,6 +10,7 @@ from gymnasium import spaces
 
 from .config import OBJECTIVE_NAMES, EnvConfig
 from .core.engine import SimConfig, Simulator
+from . import kernels
 from .core.job import JobState
 from .observation import ObservationBuilder
 
@@ -210,8 +211,12 @@ class ClusterEnv(gym.Env):
         self._S = self.sim.cluster.n_servers
         self._dest.fill(-1)
         self._dest[:min(self._S, self.K)] = np.arange(min(self._S, self.K))
-        self._U_buf = np.empty((self._S, 4))
-        self._free_buf = np.empty((3, self.K))  # (largest free GPU memory, free CPU, free memory) per destination
+        # per-step buffers of the compiled kernels (the observation copies what it needs)
+        self._U = np.empty((self._S, 4))  # utilisation, clipped at 2
+        self._dist_all = np.empty(self._S)  # distance of every server to the ideal host
+        self._free = np.empty((3, self.K))  # (largest free GPU memory, free CPU, free memory) per destination
+        self._gpu_scratch = np.empty(self.sim.cluster.n_gpus)
+        self._ok_buf = np.empty((self.W, self.K + 1), bool)
         self._dest_list = self._dest.tolist()
         # (GPU memory, CPU, memory) demand per task for the fit mask; -inf GPU memory for a PS (takes no GPU)
         self._t_demand = np.array([(-np.inf if t.is_ps else t.t.gpu_memory_gb, t.t.cpu_cores, t.t.memory_gb)
@@ -342,36 +347,16 @@ class ClusterEnv(gym.Env):
         """Choose the destinations and the window rows, and fill the action mask (vectorised)."""
         sim, W, K = self.sim, self.W, self.K
         c = sim.cluster
-        # the buffer is reused step to step (the observation copies what it needs)
-        U = c.utilisation_matrix(self._U_buf)
-        np.minimum(U, 2.0, out=U)  # network/CPU use can exceed capacity; features are clipped at 2
-        self._U = U
         over = c.overloaded
-        n_over_servers = sim.n_overloaded
-        any_over = n_over_servers > 0
-        # the ideal host: the element-wise minimum over underloaded servers (compressing the transposed view keeps
-        # each resource's values contiguous: several times faster than a column minimum on large clusters)
-        ideal = U.T.compress(~over, axis=1).min(axis=1) if any_over and n_over_servers < self._S else U.min(axis=0)
-        # distance to the ideal host: the squares summed column by column in the order of sum(axis=1) (same
-        # bits), several times faster than the row-wise reduction on large clusters
-        D = U - ideal
-        D *= D
-        dist_all = np.sqrt(((D[:, 0] + D[:, 1]) + D[:, 2]) + D[:, 3])
+        # utilisation (clipped at 2: network/CPU use can exceed capacity), distances to MLF-H's ideal host,
+        # destinations and their free resources in one compiled call (envs/kernels.py: numpy's arithmetic)
+        k, self._ocd = kernels.destinations(
+            c.gpu_load, c.server_first_gpu, c.server_n_gpus, c.cpu_use, c.cpu_cap, c.mem_use, c.mem_cap,
+            c.net_mbps, c.net_cap_mbps, over, sim.n_overloaded, c.server_max_free_gpu_mem, c.cpu_alloc,
+            c.mem_alloc, self._gpu_scratch, self._U, self._dist_all, self._dest, self._free)
         dest = self._dest
-        if self._S <= K:
-            k = self._S
-            d = slice(0, k)  # destinations are servers 0..S-1: slices avoid fancy-index copies
-        else:
-            dest[:] = np.argsort(dist_all, kind="stable")[:K]
-            k = K
-            d = dest
         self.destinations = list(self._dest_list) if self._S <= K else dest.tolist()
-        # free resources of the destinations: the fit mask below and the observation's server columns
-        free_raw = self._free_buf[:, :k]
-        free_raw[0] = c.server_max_free_gpu_mem[d]
-        np.subtract(c.cpu_cap[d], c.cpu_alloc[d], out=free_raw[1])
-        np.subtract(c.mem_cap[d], c.mem_alloc[d], out=free_raw[2])
-        self._free = free_raw
+        self._k = k
         mask, m2 = self._mask, self._mask2
         mask.fill(False)
         mask[-1] = True
@@ -384,7 +369,7 @@ class ClusterEnv(gym.Env):
             rows: list = []
             n_pre = 0
             mig_cap = W if self.config.migrate_rows is None else min(W, self.config.migrate_rows)
-            if any_over and mig_cap:
+            if sim.n_overloaded and mig_cap:
                 version, movable, rnd = c.server_version, self._movable, self._round
                 for s in over.nonzero()[0].tolist():
                     # the server's tasks not yet moved in this round, by task id. Cached per (server's task-set
@@ -413,31 +398,20 @@ class ClusterEnv(gym.Env):
             if n_mig < W and sim.queue:
                 rows.extend([t for t in sim.queue.values() if t.is_ready()])
             if rows:
-                # (largest free GPU memory, free CPU, free memory) + eps per destination, against each row's
-                # demands (a PS task's GPU-memory demand is -inf: it needs no GPU)
-                free = free_raw + _EPS
-                tids = [t.tid for t in rows]
-                ok = np.logical_and.reduce(free[None, :, :] >= self._t_demand.take(tids, axis=0)[:, :, None], axis=1)
+                n = len(rows)
+                ok = self._ok_buf
+                if ok.shape[0] < n:  # grows with the ready queue; (n, K + 1): column k flags "fits somewhere"
+                    ok = self._ok_buf = np.empty((2 * n, K + 1), bool)
+                tids = np.array([t.tid for t in rows], np.int64)
+                own = np.array([t.server for t in rows[:n_mig]], np.int64)
+                n_fit = kernels.fit_mask(tids, self._t_demand, self._free, k, _EPS, n_mig, n_over, own, over,
+                                         dest, m2, ok)
                 if n_mig:
-                    # a migration goes to another server that is not overloaded
-                    ok[:n_mig] &= ~over[d]
-                    dests = None if self._S <= K else self.destinations
-                    for i in range(n_mig):
-                        s = rows[i].server
-                        if dests is None:
-                            ok[i, s] = False
-                        elif s in dests:
-                            ok[i, dests.index(s)] = False
-                    m2[:n_mig, :k] = ok[:n_mig]
-                    m2[:n_mig, K] = True
                     cands[:n_mig] = rows[:n_mig]
                     kinds[:n_mig] = ["migrate"] * n_over + ["preempt"] * (n_mig - n_over)
-                    if n_mig > n_over:
-                        m2[n_over:n_mig, :k] = False  # a preemption row only has "back to the queue"
                 r = n_mig
-                if len(rows) > n_mig:
-                    okp = ok[n_mig:]
-                    sel = np.logical_or.reduce(okp, axis=1).nonzero()[0].tolist()
+                if n_fit:
+                    sel = ok[n_mig:n, k].nonzero()[0].tolist()
                     cap = self.config.rows_per_job
                     room = W - n_mig
                     if cap:  # at most `cap` rows per job, so one wide gang cannot fill the window
@@ -455,7 +429,7 @@ class ClusterEnv(gym.Env):
                     del sel[room:]
                     n_place = len(sel)
                     if n_place:
-                        m2[r:r + n_place, :k] = okp.take(sel, axis=0)
+                        m2[r:r + n_place, :k] = ok[n_mig:n, :k].take(sel, axis=0)
                         for i in sel:
                             cands[r] = rows[n_mig + i]
                             kinds[r] = "place"
@@ -463,15 +437,13 @@ class ClusterEnv(gym.Env):
         self.candidates, self.candidate_kind = cands, kinds
         self._can_act = r > 0  # == mask[:-1].any(): every row filled above allows at least one action
         self._queue_beyond = len(sim.queue) - n_place
-        self._dist = dist_all[d]
-        self._k = k
 
     def _make_obs(self) -> dict:
         # the builder returns new arrays and the env keeps no reference to them: they are the caller's (a state
         # that must be shown again, after an invalid action or the end, is simply rebuilt)
-        return self.obs_builder.build(self.sim, self.candidates, self.candidate_kind, self._dest, self._dist,
-                                      self._U, self._mask, self._queue_beyond, self._round_actions,
-                                      self._clock_offset, self._free)
+        return self.obs_builder.build(self.sim, self.candidates, self.candidate_kind, self._dest, self._k,
+                                      self._dist_all, self._U, self._ocd, self._mask, self._queue_beyond,
+                                      self._round_actions, self._clock_offset, self._free)
 
     def _why_invalid(self, a: int) -> str:
         if not 0 <= a < self.n_actions:

@@ -13,6 +13,7 @@ import math
 import numpy as np
 from gymnasium import spaces
 
+from . import kernels
 from .core.job import JOB_ACTIVE, TASK_RUNNING
 from .core.state import GPU_TYPE_ORDER
 
@@ -114,21 +115,8 @@ class ObservationBuilder:
         self.type_onehot[np.arange(S), c.server_type_id] = 1.0
         self.n_gpus_f = (c.server_n_gpus / self.G).astype(np.float32)
         self.nic_f = np.minimum(c.nic_gbps / 100.0, 2.0).astype(np.float32)
-        # per-GPU-slot gather index for the (K, G) load matrix
-        slot = np.arange(self.G)
-        self.gpu_idx = c.server_first_gpu[:, None] + slot[None, :]
-        self.gpu_valid = slot[None, :] < c.server_n_gpus[:, None]
-        self.gpu_idx = np.where(self.gpu_valid, self.gpu_idx, 0)
-        # S <= K: destination columns are the servers in index order; their static columns never change
+        # S <= K: destination columns are the servers in index order (the window's affinity rows are cached)
         self._S = S
-        self._full_servers = bool((c.server_n_gpus == self.G).all())
-        tpl = np.zeros((self.K, len(SERVER_COLUMNS)), np.float32)
-        if S <= self.K:
-            tpl[:S, 0] = 1.0
-            tpl[:S, 8] = self.n_gpus_f
-            tpl[:S, 11] = self.nic_f
-            tpl[:S, 13:] = self.type_onehot
-        self._srv_template = tpl
         # one task row per task with its static columns (task, job, model one-hot) filled once per episode,
         # plus an all-zero last row for the window's padding: a step gathers its rows in one indexing call
         rows = np.zeros((len(sim.tasks) + 1, self.F), np.float32)
@@ -145,7 +133,7 @@ class ObservationBuilder:
         self._static_rows = rows
         self._pad_row = len(sim.tasks)
         self._gpu_template = np.full((self.K, self.G), -1.0, np.float32)
-        self._gmax = np.array([[self.max_gmem], [self.max_cpu], [self.max_mem]])
+        self._gmax = np.array([self.max_gmem, self.max_cpu, self.max_mem])  # normalisers of `free`
 
     # ------------------------------------------------------------------ caches
     def _tstat(self, task) -> np.ndarray:
@@ -272,12 +260,14 @@ class ObservationBuilder:
         return row
 
     # ------------------------------------------------------------------ build
-    def build(self, sim, candidates, kinds, dest: np.ndarray, dist: np.ndarray, U: np.ndarray,
-              mask: np.ndarray, queue_beyond: int, round_actions: int, clock_offset: float,
-              free: np.ndarray | None = None) -> dict:
+    def build(self, sim, candidates, kinds, dest: np.ndarray, k: int, dist: np.ndarray, U: np.ndarray,
+              overload_degree: float, mask: np.ndarray, queue_beyond: int, round_actions: int,
+              clock_offset: float, free: np.ndarray) -> dict:
         """The observation of the current state, as new arrays the caller owns (nothing is shared with the
-        builder). ``free``: (3, k) largest free GPU memory, free CPU cores and free memory of the k real
-        destination columns, when the caller already has them (computed from the cluster otherwise)."""
+        builder). From the env's step: the destination servers ``dest`` (the first ``k`` real), every server's
+        clipped utilisation ``U`` (S, 4) and distance to the ideal host ``dist`` (S,), the cluster overload
+        degree of ``U``, and ``free`` (3, >= k): largest free GPU memory, free CPU cores and free memory of
+        the destinations (see :func:`envs.kernels.destinations`)."""
         now = sim.now
         ts = self.ts
         c = sim.cluster
@@ -346,55 +336,20 @@ class ObservationBuilder:
             if flat:  # one scatter-add, summed in float64 then rounded once to float32
                 A = np.bincount(flat, wts, minlength=W * K).astype(np.float32).reshape(W, K)
 
-        # servers
-        if dense:  # destinations are servers 0..S-1 (S <= K): slices, static columns from a template
-            k = self._S
-            Sv = self._srv_template.copy()
-            G = self._gpu_template.copy() if k < self.K else np.empty((k, self.G), np.float32)
-            Sv[:k, 1:5] = U
-            if free is None:
-                free = np.stack((c.server_max_free_gpu_mem, c.cpu_cap - c.cpu_alloc, c.mem_cap - c.mem_alloc))
-            # computed in float64 and rounded once into the float32 columns (out=), as an assignment would
-            np.divide(free, self._gmax, out=Sv[:k, 5:8].T)
-            np.divide(c.server_idle_gpus, self.G, out=Sv[:k, 9])
-            Sv[:k, 10] = over
-            np.minimum(dist * 0.5, 2.0, out=Sv[:k, 12])
-            if self._full_servers:  # every server has G GPUs: the (S, G) load matrix is a reshape
-                np.minimum(c.gpu_load.reshape(k, self.G), 4.0, out=G[:k])
-            else:
-                G[:k] = np.where(self.gpu_valid, np.minimum(c.gpu_load[self.gpu_idx], 4.0), -1.0)
-        else:
-            valid = dest >= 0
-            d = dest[valid]
-            k = len(d)
-            Sv = np.zeros((self.K, len(SERVER_COLUMNS)), np.float32)
-            G = self._gpu_template.copy()
-            if k:
-                gidx = self.gpu_idx[d]
-                gval = self.gpu_valid[d]
-                Sv[:k, 0] = 1.0
-                Sv[:k, 1:5] = U[d]
-                if free is None:
-                    free = np.stack((c.server_max_free_gpu_mem[d], c.cpu_cap[d] - c.cpu_alloc[d],
-                                     c.mem_cap[d] - c.mem_alloc[d]))
-                Sv[:k, 5:8] = (free / self._gmax).T
-                Sv[:k, 8] = self.n_gpus_f[d]
-                Sv[:k, 9] = c.server_idle_gpus[d] / self.G
-                Sv[:k, 10] = over[d]
-                Sv[:k, 11] = self.nic_f[d]
-                Sv[:k, 12] = np.minimum(dist * 0.5, 2.0)
-                Sv[:k, 13:] = self.type_onehot[d]
-                G[:k] = np.where(gval, np.minimum(c.gpu_load[gidx], 4.0), -1.0)
+        # servers and per-GPU loads of the destination columns (padding rows: zeros and -1)
+        Sv = np.zeros((self.K, len(SERVER_COLUMNS)), np.float32)
+        G = self._gpu_template.copy()
+        kernels.server_features(dest, k, U, free, self._gmax, c.server_idle_gpus, c.overloaded, dist,
+                                self.n_gpus_f, self.nic_f, self.type_onehot, c.gpu_load, c.server_first_gpu,
+                                c.server_n_gpus, Sv, G)
 
         # global
         tod = 2.0 * math.pi * ((clock_offset + now) % 86400.0) / 86400.0
         nj = self.n_jobs
         ended = sim.metrics.jobs_ended
         active = len(sim.active_jobs)
-        # == sim.cluster_overload_degree() on the clipped U; add.reduce / n is what np.mean computes (same bits)
-        ocd = float(np.add.reduce(np.sqrt(np.add.reduce(U * U, axis=1) / U.shape[1])) / U.shape[0])
         gl = np.array((math.sin(tod), math.cos(tod), sq(queue_beyond / W), sq(len(sim.queue) / W),
-                       active / nj, ended / nj, (nj - ended - active) / nj, min(1.0, ocd),
+                       active / nj, ended / nj, (nj - ended - active) / nj, min(1.0, overload_degree),
                        sim.n_overloaded / len(over), n_mig / W, sq(now / (24.0 * ts)), sq(round_actions / W)),
                       np.float32)
         return {"tasks": T, "servers": Sv, "gpu_loads": G, "global": gl, "affinity": A,

@@ -82,12 +82,15 @@ def check_simulator(sim) -> None:
 
 def check_env(u, obs) -> None:
     b = u.obs_builder
-    # a new builder (empty caches, free resources computed from the cluster) gives the same observation
+    # a new builder (empty caches) gives the same observation
     fresh = ObservationBuilder(u.W, u.K, u.G, u.model_names, u.config.loss_history, u.config.time_scale)
     fresh.reset(u.sim)
-    ref = fresh.build(u.sim, u.candidates, u.candidate_kind, u._dest, u._dist, u._U, u._mask, u._queue_beyond,
-                      u._round_actions, u._clock_offset)
+    ref = fresh.build(u.sim, u.candidates, u.candidate_kind, u._dest, u._k, u._dist_all, u._U, u._ocd, u._mask,
+                      u._queue_beyond, u._round_actions, u._clock_offset, u._free)
     assert sorted(ref) == sorted(obs)
+    # the kernel's utilisation is the cluster's (clipped at 2), its overload degree the simulator's on it
+    np.testing.assert_array_equal(u._U, np.minimum(u.sim.cluster.utilisation_matrix(), 2.0))
+    assert u._ocd == float(np.mean(np.sqrt(np.mean(u._U ** 2, axis=1))))
     for k in obs:
         np.testing.assert_array_equal(obs[k], ref[k], err_msg=k)
     assert u._can_act == bool(u._mask[:-1].any())

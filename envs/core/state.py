@@ -64,7 +64,7 @@ class ClusterState:
         # scratch buffers of utilisation_matrix
         self._gpu_buf = np.empty(self.n_gpus)
         self._srv_buf = np.empty(S)
-        self._net_cap_mbps = self.nic_gbps * 125.0
+        self.net_cap_mbps = self.nic_gbps * 125.0  # NIC capacity in MB/s
 
     def mean_iter_time(self, model) -> float:
         """A model's single-GPU iteration time averaged over the cluster's GPUs (s): the reference run-time
@@ -98,7 +98,7 @@ class ClusterState:
         np.divide(self._srv_buf, self.server_n_gpus, out=out[:, 0])
         np.divide(self.cpu_use, self.cpu_cap, out=out[:, 1])
         np.divide(self.mem_use, self.mem_cap, out=out[:, 2])
-        np.divide(self.net_mbps, self._net_cap_mbps, out=out[:, 3])
+        np.divide(self.net_mbps, self.net_cap_mbps, out=out[:, 3])
         return out
 
     def utilisation(self) -> dict[str, np.ndarray]:

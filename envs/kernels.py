@@ -1,0 +1,213 @@
+"""Compiled (numba) kernels for the env's per-step numeric work: destinations, fit mask, server features.
+
+A step of :class:`envs.gym_env.ClusterEnv` reads a few small arrays (20 servers by default) many times. As
+numpy calls that cost about 1 us each in call overhead alone, some 40 per step; each kernel here does one block
+of that work in a single call.
+
+The kernels reproduce numpy's arithmetic bit for bit (same operations, same summation order, float64 then one
+rounding to float32), so observations and masks are those the numpy code gave; ``tests/test_kernels.py``
+checks each kernel against the numpy expressions it replaces. Summation order matters: ``np.add.reduce`` of a
+1-D array sums pairwise in blocks of 8 (:func:`pairwise_sum`), ``np.add.reduceat`` adds a segment's first
+element to the pairwise sum of the rest (:func:`segment_sum`), and a reduction over a short row is sequential.
+
+``cache=True`` keeps the compiled code in ``__pycache__``, so only the first process pays the compile time
+(a few seconds); ``NUMBA_DISABLE_JIT=1`` runs the same functions as plain Python.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+_BLOCK = 128  # numpy's pairwise-summation block (PW_BLOCKSIZE)
+
+
+@njit(cache=True)
+def _pairwise_block(a, lo, n):
+    # numpy's pairwise_sum for n <= 128: eight running sums combined as a tree, then the tail
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[lo + i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    end = n - n % 8
+    while i < end:
+        j = lo + i
+        r0 += a[j]
+        r1 += a[j + 1]
+        r2 += a[j + 2]
+        r3 += a[j + 3]
+        r4 += a[j + 4]
+        r5 += a[j + 5]
+        r6 += a[j + 6]
+        r7 += a[j + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@njit(cache=True)
+def pairwise_sum(a, lo, n):
+    """``np.add.reduce(a[lo:lo + n])`` in numpy's order: blocks of at most 128 as :func:`_pairwise_block`,
+    larger ranges halved (the first half a multiple of 8) and the halves' sums added. The halving tree is
+    walked with an explicit stack: numba's on-disk cache cannot reload recursive functions."""
+    if n <= _BLOCK:
+        return _pairwise_block(a, lo, n)
+    st_lo = np.empty(64, np.int64)
+    st_n = np.empty(64, np.int64)
+    st_stage = np.zeros(64, np.int64)  # 0: expand left half, 1: expand right half, 2: add the two sums
+    vals = np.empty(64)
+    top, nv = 0, 0
+    st_lo[0], st_n[0] = lo, n
+    while top >= 0:
+        m = st_n[top]
+        if m <= _BLOCK:
+            vals[nv] = _pairwise_block(a, st_lo[top], m)
+            nv += 1
+            top -= 1
+            continue
+        half = m // 2
+        half -= half % 8
+        stage = st_stage[top]
+        st_stage[top] = stage + 1
+        if stage == 0:
+            top += 1
+            st_lo[top], st_n[top], st_stage[top] = st_lo[top - 1], half, 0
+        elif stage == 1:
+            top += 1
+            st_lo[top], st_n[top], st_stage[top] = st_lo[top - 1] + half, m - half, 0
+        else:
+            nv -= 1
+            vals[nv - 1] = vals[nv - 1] + vals[nv]
+            top -= 1
+    return vals[0]
+
+
+@njit(cache=True)
+def segment_sum(a, lo, n):
+    """One segment of ``np.add.reduceat``: the first element plus the pairwise sum of the others."""
+    if n == 1:
+        return a[lo]
+    return a[lo] + pairwise_sum(a, lo + 1, n - 1)
+
+
+@njit(cache=True)
+def destinations(gpu_load, first_gpu, n_gpus, cpu_use, cpu_cap, mem_use, mem_cap, net_mbps, net_cap_mbps,
+                 over, n_over, max_free_gpu_mem, cpu_alloc, mem_alloc, gpu_scratch, U, dist, dest, free):
+    """Utilisation, distance to MLF-H's ideal host, the destination columns and their free resources.
+
+    Writes ``U`` (S, 4): use / capacity of (GPU, CPU, memory, network) as ``ClusterState.utilisation_matrix``,
+    clipped at 2; ``dist`` (S,): Euclidean distance of each row of ``U`` to the ideal host, the column minimum
+    over the servers that are not overloaded (over all servers when none or all are); ``dest`` (K,): the
+    destination columns' servers (0..S-1 then -1 when S <= K, else the K closest to the ideal host, ties by
+    index); ``free`` (3, K): largest free GPU memory on one GPU, free CPU cores and free memory of each
+    destination (columns from k on untouched). Returns (k, the cluster overload degree of the clipped U:
+    the mean over servers of the root mean square of the row)."""
+    S = U.shape[0]
+    K = dest.shape[0]
+    for g in range(gpu_load.shape[0]):
+        gpu_scratch[g] = min(gpu_load[g], 1.0)
+    for s in range(S):
+        U[s, 0] = min(segment_sum(gpu_scratch, first_gpu[s], n_gpus[s]) / n_gpus[s], 2.0)
+        U[s, 1] = min(cpu_use[s] / cpu_cap[s], 2.0)
+        U[s, 2] = min(mem_use[s] / mem_cap[s], 2.0)
+        U[s, 3] = min(net_mbps[s] / net_cap_mbps[s], 2.0)
+    some = 0 < n_over < S
+    ideal = np.full(4, np.inf)
+    for s in range(S):
+        if some and over[s]:
+            continue
+        for r in range(4):
+            if U[s, r] < ideal[r]:
+                ideal[r] = U[s, r]
+    rms = np.empty(S)
+    for s in range(S):
+        u0, u1, u2, u3 = U[s, 0], U[s, 1], U[s, 2], U[s, 3]
+        d0, d1, d2, d3 = u0 - ideal[0], u1 - ideal[1], u2 - ideal[2], u3 - ideal[3]
+        dist[s] = math.sqrt(((d0 * d0 + d1 * d1) + d2 * d2) + d3 * d3)
+        rms[s] = math.sqrt((((u0 * u0 + u1 * u1) + u2 * u2) + u3 * u3) / 4.0)
+    if S <= K:
+        k = S
+        for i in range(K):
+            dest[i] = i if i < S else -1
+    else:
+        k = K
+        order = np.argsort(dist, kind="mergesort")  # stable: ties by server index
+        for i in range(K):
+            dest[i] = order[i]
+    for i in range(k):
+        s = dest[i]
+        free[0, i] = max_free_gpu_mem[s]
+        free[1, i] = cpu_cap[s] - cpu_alloc[s]
+        free[2, i] = mem_cap[s] - mem_alloc[s]
+    return k, pairwise_sum(rms, 0, S) / S
+
+
+@njit(cache=True)
+def fit_mask(tids, demand, free, k, eps, n_mig, n_over, own_server, over, dest, mask2, ok):
+    """Which destinations each window row's task fits, and the mask rows of the running-task rows.
+
+    Row ``r`` holds task ``tids[r]``; ``demand`` (n_tasks, 3) is every task's (GPU memory, CPU, memory)
+    demand (-inf GPU memory for a PS, which takes no GPU). ``ok[r, c]`` (written for c < k): the task fits
+    destination column ``c`` by nominal demand (``free + eps >= demand`` for all three). Rows below ``n_mig``
+    hold running tasks: the first ``n_over`` are migration candidates (not to an overloaded server nor to
+    ``own_server[r]``; "back to the queue" allowed), the others preemption candidates ("back to the queue"
+    only). Their rows of ``mask2`` (W, K + 1), cleared beforehand by the caller, are written here; the waiting
+    rows' mask is the caller's, which chooses the rows. Returns the number of waiting rows fitting somewhere,
+    and writes ``ok[r, k]`` (a spare column) = row ``r`` fits some destination."""
+    n = tids.shape[0]
+    K = mask2.shape[1] - 1
+    n_fit = 0
+    for r in range(n):
+        t = tids[r]
+        g, c_, m = demand[t, 0], demand[t, 1], demand[t, 2]
+        any_ = False
+        for c in range(k):
+            f = free[0, c] + eps >= g and free[1, c] + eps >= c_ and free[2, c] + eps >= m
+            if r < n_mig:
+                s = dest[c]
+                f = f and not over[s] and s != own_server[r]
+                mask2[r, c] = f and r < n_over
+            ok[r, c] = f
+            any_ = any_ or f
+        ok[r, k] = any_
+        if r < n_mig:
+            mask2[r, K] = True
+        elif any_:
+            n_fit += 1
+    return n_fit
+
+
+@njit(cache=True)
+def server_features(dest, k, U, free, gmax, idle_gpus, overloaded, dist, n_gpus_f, nic_f, type_onehot, gpu_load,
+                    first_gpu, n_gpus, servers, gpu_loads):
+    """The observation's ``servers`` (K, 20) and ``gpu_loads`` (K, G) rows of the k destinations.
+
+    ``servers`` arrives zeroed and ``gpu_loads`` filled with -1 (padding). Columns follow
+    ``observation.SERVER_COLUMNS``; each value is computed in float64 and rounded once to float32."""
+    G = gpu_loads.shape[1]
+    for i in range(k):
+        s = dest[i]
+        row = servers[i]
+        row[0] = 1.0
+        for r in range(4):
+            row[1 + r] = U[s, r]
+        for r in range(3):
+            row[5 + r] = free[r, i] / gmax[r]
+        row[8] = n_gpus_f[s]
+        row[9] = idle_gpus[s] / G
+        row[10] = 1.0 if overloaded[s] else 0.0
+        row[11] = nic_f[s]
+        row[12] = min(dist[s] * 0.5, 2.0)
+        for t in range(type_onehot.shape[1]):
+            row[13 + t] = type_onehot[s, t]
+        f = first_gpu[s]
+        for g in range(min(n_gpus[s], G)):
+            gpu_loads[i, g] = min(gpu_load[f + g], 4.0)

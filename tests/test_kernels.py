@@ -1,0 +1,194 @@
+"""The compiled kernels (envs/kernels.py) give exactly what the numpy expressions they replace give.
+
+Each reference below is the numpy code the env used before the kernels (kept here as the specification);
+comparisons are bit for bit, on random cluster states of every shape the env meets: fewer servers than
+destination columns (the dense path) and more (nearest-K destinations), servers of 1 to 16 GPUs, none, some
+or all servers overloaded, loads past the clipping points.
+"""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from envs import kernels
+
+_EPS = 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 2000), st.integers(0, 2**32 - 1), st.booleans())
+def test_pairwise_sum_is_numpys_add_reduce(n, seed, signed):
+    rng = np.random.default_rng(seed)
+    a = rng.random(n) * 10.0 ** rng.uniform(-6, 6, n)
+    if signed:
+        a *= rng.choice([-1.0, 1.0], n)
+    assert kernels.pairwise_sum(a, 0, n) == np.add.reduce(a)
+    lo = n // 3
+    assert kernels.pairwise_sum(a, lo, n - lo) == np.add.reduce(a[lo:])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=30), st.integers(0, 2**32 - 1))
+def test_segment_sum_is_numpys_add_reduceat(sizes, seed):
+    a = np.random.default_rng(seed).random(sum(sizes)) * 3.0
+    first = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    ref = np.add.reduceat(a, first)
+    assert [kernels.segment_sum(a, int(f), n) for f, n in zip(first, sizes)] == ref.tolist()
+
+
+def _cluster(seed: int, S: int):
+    """Random per-server and per-GPU arrays shaped like ``ClusterState``'s."""
+    rng = np.random.default_rng(seed)
+    n_gpus = rng.integers(1, 17, S).astype(np.int64)
+    first = np.concatenate(([0], np.cumsum(n_gpus)[:-1])).astype(np.int64)
+    n = int(n_gpus.sum())
+    c = dict(
+        gpu_load=rng.random(n) * rng.choice([0.5, 1.5, 5.0], n),
+        first_gpu=first, n_gpus=n_gpus,
+        cpu_cap=rng.choice([32.0, 64.0, 96.0], S), mem_cap=rng.choice([256.0, 512.0], S),
+        net_cap_mbps=rng.choice([10.0, 25.0, 100.0], S) * 125.0,
+    )
+    c["cpu_use"] = c["cpu_cap"] * rng.random(S) * 2.5
+    c["mem_use"] = c["mem_cap"] * rng.random(S) * 1.2
+    c["net_mbps"] = c["net_cap_mbps"] * rng.random(S) * rng.choice([0.0, 1.0, 3.0], S)
+    c["cpu_alloc"] = c["cpu_cap"] * rng.random(S)
+    c["mem_alloc"] = c["mem_cap"] * rng.random(S)
+    c["max_free_gpu_mem"] = rng.choice([0.0, 4.0, 16.0, 40.0], S)
+    share = rng.choice([0.0, 0.3, 1.0])
+    c["over"] = rng.random(S) < share
+    # ties in the distance ordering (identical servers) exercise the stable sort
+    if S > 2:
+        for key in ("cpu_use", "mem_use", "net_mbps"):
+            c[key][1] = c[key][0]
+    return c
+
+
+def _reference_destinations(c: dict, K: int):
+    """The env's numpy code before the kernel (utilisation_matrix, clip, ideal host, distance, nearest K)."""
+    S = len(c["n_gpus"])
+    U = np.empty((S, 4))
+    U[:, 0] = np.add.reduceat(np.minimum(c["gpu_load"], 1.0), c["first_gpu"]) / c["n_gpus"]
+    U[:, 1] = c["cpu_use"] / c["cpu_cap"]
+    U[:, 2] = c["mem_use"] / c["mem_cap"]
+    U[:, 3] = c["net_mbps"] / c["net_cap_mbps"]
+    np.minimum(U, 2.0, out=U)
+    over = c["over"]
+    n_over = int(over.sum())
+    ideal = U.T.compress(~over, axis=1).min(axis=1) if 0 < n_over < S else U.min(axis=0)
+    D = U - ideal
+    D *= D
+    dist = np.sqrt(((D[:, 0] + D[:, 1]) + D[:, 2]) + D[:, 3])
+    if S <= K:
+        dest = np.concatenate((np.arange(S), np.full(K - S, -1))).astype(np.int64)
+        d = np.arange(S)
+    else:
+        d = dest = np.argsort(dist, kind="stable")[:K]
+    free = np.stack((c["max_free_gpu_mem"][d], c["cpu_cap"][d] - c["cpu_alloc"][d], c["mem_cap"][d] - c["mem_alloc"][d]))
+    ocd = float(np.add.reduce(np.sqrt(np.add.reduce(U * U, axis=1) / 4)) / S)
+    return U, dist, dest, free, ocd
+
+
+def _run_destinations(c: dict, K: int):
+    S = len(c["n_gpus"])
+    U, dist, dest, free = np.empty((S, 4)), np.empty(S), np.empty(K, np.int64), np.full((3, K), np.nan)
+    k, ocd = kernels.destinations(c["gpu_load"], c["first_gpu"], c["n_gpus"], c["cpu_use"], c["cpu_cap"],
+                                  c["mem_use"], c["mem_cap"], c["net_mbps"], c["net_cap_mbps"], c["over"],
+                                  int(c["over"].sum()), c["max_free_gpu_mem"], c["cpu_alloc"], c["mem_alloc"],
+                                  np.empty(len(c["gpu_load"])), U, dist, dest, free)
+    return k, U, dist, dest, free, ocd
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 300), st.integers(1, 40))
+def test_destinations_match_numpy(seed, S, K):
+    c = _cluster(seed, S)
+    k, U, dist, dest, free, ocd = _run_destinations(c, K)
+    rU, rdist, rdest, rfree, rocd = _reference_destinations(c, K)
+    assert k == min(S, K)
+    np.testing.assert_array_equal(U, rU)
+    np.testing.assert_array_equal(dist, rdist)
+    np.testing.assert_array_equal(dest, rdest)
+    np.testing.assert_array_equal(free[:, :k], rfree)
+    assert ocd == rocd
+
+
+def _reference_fit(tids, demand, free, k, n_mig, n_over, own, over, dest, W, K):
+    """The env's numpy mask code before the kernel (fit by nominal demand, migration rules)."""
+    m2 = np.zeros((W, K + 1), bool)
+    f = free[:, :k] + _EPS
+    ok = np.logical_and.reduce(f[None, :, :] >= demand.take(tids, axis=0)[:, :, None], axis=1)
+    d = dest[:k]
+    ok[:n_mig] &= ~over[d]
+    for i in range(n_mig):
+        ok[i, d == own[i]] = False
+    m2[:n_mig, :k] = ok[:n_mig]
+    m2[:n_mig, K] = True
+    m2[n_over:n_mig, :k] = False
+    return ok, m2
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 60), st.integers(1, 12), st.integers(0, 40))
+def test_fit_mask_matches_numpy(seed, S, K, n_rows):
+    rng = np.random.default_rng(seed)
+    c = _cluster(seed, S)
+    k, _, _, dest, free, _ = _run_destinations(c, K)
+    W = max(1, n_rows) + 2
+    n_tasks = 50
+    demand = np.stack((rng.choice([0.0, 4.0, 16.0, 48.0], n_tasks), rng.choice([1.0, 8.0, 40.0], n_tasks),
+                       rng.choice([8.0, 100.0, 400.0], n_tasks)), axis=1)
+    demand[rng.random(n_tasks) < 0.2, 0] = -np.inf  # parameter servers take no GPU
+    # free exactly equal to a demand must fit (the eps), so copy some free values into demands
+    demand[:3, 1] = free[1, 0]
+    tids = rng.integers(0, n_tasks, n_rows).astype(np.int64)
+    n_mig = int(rng.integers(0, min(n_rows, W) + 1))
+    n_over = int(rng.integers(0, n_mig + 1))
+    own = rng.integers(0, S, n_mig).astype(np.int64)
+    mask = np.zeros(W * (K + 1) + 1, bool)
+    m2 = mask[:-1].reshape(W, K + 1)
+    ok = np.empty((max(1, n_rows), K + 1), bool)
+    n_fit = kernels.fit_mask(tids, demand, free, k, _EPS, n_mig, n_over, own, c["over"], dest, m2, ok)
+    rok, rm2 = _reference_fit(tids, demand, free, k, n_mig, n_over, own, c["over"], dest, W, K)
+    np.testing.assert_array_equal(ok[:n_rows, :k], rok)
+    np.testing.assert_array_equal(ok[:n_rows, k], rok.any(axis=1))
+    np.testing.assert_array_equal(m2, rm2)
+    assert not mask[-1]  # the caller's cell: untouched
+    assert n_fit == int(rok[n_mig:].any(axis=1).sum())
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 120), st.integers(1, 40))
+def test_server_features_match_numpy(seed, S, K):
+    c = _cluster(seed, S)
+    k, U, dist, dest, free, _ = _run_destinations(c, K)
+    rng = np.random.default_rng(seed + 1)
+    G = int(c["n_gpus"].max())
+    idle = np.array([rng.integers(0, n + 1) for n in c["n_gpus"]], np.int64)
+    n_gpus_f = (c["n_gpus"] / G).astype(np.float32)
+    nic_f = np.minimum(c["net_cap_mbps"] / 125.0 / 100.0, 2.0).astype(np.float32)
+    onehot = np.zeros((S, 7), np.float32)
+    onehot[np.arange(S), rng.integers(0, 7, S)] = 1.0
+    gmax = np.array([80.0, 96.0, 512.0])
+    Sv = np.zeros((K, 20), np.float32)
+    Gm = np.full((K, G), -1.0, np.float32)
+    kernels.server_features(dest, k, U, free, gmax, idle, c["over"], dist, n_gpus_f, nic_f, onehot, c["gpu_load"],
+                            c["first_gpu"], c["n_gpus"], Sv, Gm)
+    # the numpy code of the general (nearest-K) path before the kernel
+    d = dest[:k]
+    rS = np.zeros((K, 20), np.float32)
+    rG = np.full((K, G), -1.0, np.float32)
+    slot = np.arange(G)
+    valid = slot[None, :] < c["n_gpus"][:, None]
+    idx = np.where(valid, c["first_gpu"][:, None] + slot[None, :], 0)
+    rS[:k, 0] = 1.0
+    rS[:k, 1:5] = U[d]
+    rS[:k, 5:8] = (free[:, :k] / gmax[:, None]).T
+    rS[:k, 8] = n_gpus_f[d]
+    rS[:k, 9] = idle[d] / G
+    rS[:k, 10] = c["over"][d]
+    rS[:k, 11] = nic_f[d]
+    rS[:k, 12] = np.minimum(dist[d] * 0.5, 2.0)
+    rS[:k, 13:] = onehot[d]
+    rG[:k] = np.where(valid[d], np.minimum(c["gpu_load"][idx[d]], 4.0), -1.0)
+    np.testing.assert_array_equal(Sv, rS)
+    np.testing.assert_array_equal(Gm, rG)
