@@ -211,3 +211,26 @@ def server_features(dest, k, U, free, gmax, idle_gpus, overloaded, dist, n_gpus_
         f = first_gpu[s]
         for g in range(min(n_gpus[s], G)):
             gpu_loads[i, g] = min(gpu_load[f + g], 4.0)
+
+
+@njit(cache=True)
+def task_rows(static_rows, job_rows, vals, W, n_dyn, o_job):
+    """The observation's ``tasks`` (W, F) array: zero rows, except for each window row its task's static row
+    with the ``n_dyn`` leading (task-dynamic) columns and the job's dynamic columns (a row of ``job_rows``,
+    from column ``o_job``) written in.
+
+    ``vals`` is flat, ``3 + n_dyn`` values per row: window row, task id (row of ``static_rows``), job row (of
+    ``job_rows``), then the task-dynamic values (float64, rounded once to float32 as an assignment would)."""
+    T = np.zeros((W, static_rows.shape[1]), np.float32)
+    per = 3 + n_dyn
+    nj = job_rows.shape[1]
+    for i in range(vals.shape[0] // per):
+        b = i * per
+        row = T[int(vals[b])]
+        row[:] = static_rows[int(vals[b + 1])]
+        for c in range(n_dyn):
+            row[c] = vals[b + 3 + c]
+        j = int(vals[b + 2])
+        for c in range(nj):
+            row[o_job + c] = job_rows[j, c]
+    return T

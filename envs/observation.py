@@ -81,7 +81,6 @@ class ObservationBuilder:
         self._o_jstat = self._o_tstat + self.n_tstat
         self._o_jdyn = self._o_jstat + self.n_jstat
         self._o_model = self._o_jdyn + self.n_jdyn
-        self._job_dyn: dict = {}  # Job -> (key, row)
         self._curves: dict[str, tuple[list, list, list]] = {}
 
     def space(self, n_actions: int) -> spaces.Dict:
@@ -100,11 +99,18 @@ class ObservationBuilder:
         """Precompute cluster-wide normalisers and clear caches (called once per episode)."""
         c = sim.cluster
         self.cluster = c
-        self._job_dyn.clear()
         self._job_red: dict = {}  # Job -> (whole iterations, loss reductions)
         self._job_curves: dict = {}  # Job -> (accuracy curve x, y, mean iteration time)
         self._nb_servers: dict[int, tuple[int, tuple[float, list[int]]]] = {}
-        self._aff_rows: dict[int, tuple[int, np.ndarray]] = {}
+        # the dynamic job columns of every job, one row each, valid while the job's key is the one recorded
+        # (see _refresh_job_row); the window's rows are gathered from here by kernels.task_rows
+        self._job_index = {job: i for i, job in enumerate(sim.jobs)}
+        self._job_rows = np.zeros((max(1, len(sim.jobs)), self.n_jdyn), np.float32)
+        self._job_keys: list = [None] * len(sim.jobs)
+        # dense destinations (S <= K): every task's affinity row, valid for the job placement version recorded;
+        # the last row (padding) stays zero
+        self._aff_rows = np.zeros((len(sim.tasks) + 1, self.K), np.float32)
+        self._aff_version: list = [None] * (len(sim.tasks) + 1)
         self.max_gmem = float(c.gpu_mem_cap.max())
         self.max_cpu = float(c.cpu_cap.max())
         self.max_mem = float(c.mem_cap.max())
@@ -173,13 +179,8 @@ class ObservationBuilder:
             cv = self._curves[job.model.name] = (list(c.x), list(c.loss), list(c.accuracy))
         return cv
 
-    def _jdyn(self, job, now: float) -> np.ndarray:
-        # everything the row depends on besides the static spec: a placement, pause or progress update inside
-        # a decision round (same `now`) must not serve the stale row
-        key = (now, job.n_placed, job.iters, job.last_update, job.paused_until, job.state)
-        hit = self._job_dyn.get(job)  # per-episode caches are keyed by the Job itself (no property call)
-        if hit is not None and hit[0] == key:
-            return hit[1]
+    def _refresh_job_row(self, job, row: int, key: tuple, now: float) -> None:
+        """Compute the job's dynamic columns (JOB_DYNAMIC_HEAD and the loss reductions) into row ``row``."""
         s, ts = job.spec, self.ts
         maxit = float(s.max_iterations)
         it = job.iters
@@ -213,8 +214,8 @@ class ObservationBuilder:
             xs, _, accs = self._curve(job)
             per_job = self._job_curves[job] = (xs, accs, self.cluster.mean_iter_time(job.model))
         acc_x, acc_y, mean_it = per_job
-        # one conversion of Python floats (same float32 rounding as element-wise assignment)
-        a = np.array((
+        # float64 values rounded once to float32, as an element-wise assignment would
+        self._job_rows[row] = (
             sq((now - s.submit_time) / ts),
             ssq((s.deadline - now) / ts),
             min(1.0, it / maxit),
@@ -226,9 +227,8 @@ class ObservationBuilder:
             sq(job.running_time / ts),
             # remaining iterations x the model's iteration time averaged over the cluster's GPUs (MLF-H's r_k)
             sq(max(0.0, job.target_iters - it) * mean_it / ts),
-            *red), np.float32)
-        self._job_dyn[job] = (key, a)
-        return a
+            *red)
+        self._job_keys[row] = key
 
     def _neighbour_servers(self, task) -> tuple[float, list[int]]:
         """(1 / number of DAG neighbours, servers of the running neighbours in neighbour order) of a task;
@@ -244,20 +244,15 @@ class ObservationBuilder:
         self._nb_servers[task.tid] = (version, out)
         return out
 
-    def _affinity_row(self, task) -> np.ndarray:
-        """The task's affinity row when destination columns are the servers: the same float64 sums in the
-        same order as the scatter-add of the general case, rounded once to float32."""
-        version = task.job.placement_version
-        hit = self._aff_rows.get(task.tid)
-        if hit is not None and hit[0] == version:
-            return hit[1]
+    def _refresh_affinity_row(self, task) -> None:
+        """The task's affinity row when destination columns are the servers, into its row of the cache: the same
+        float64 sums in the same order as the scatter-add of the general case, rounded once to float32."""
         w, servers = self._neighbour_servers(task)
         vals = [0.0] * self.K
         for s in servers:
             vals[s] += w
-        row = np.array(vals, np.float32)
-        self._aff_rows[task.tid] = (version, row)
-        return row
+        self._aff_rows[task.tid] = vals
+        self._aff_version[task.tid] = task.job.placement_version
 
     # ------------------------------------------------------------------ build
     def build(self, sim, candidates, kinds, dest: np.ndarray, k: int, dist: np.ndarray, U: np.ndarray,
@@ -273,55 +268,55 @@ class ObservationBuilder:
         c = sim.cluster
         dense = self._S <= self.K
         W = self.W
-        o1, o3, o4 = self._o_tstat, self._o_jdyn, self._o_model
+        o3 = self._o_jdyn
         over = c.overloaded
         # the env fills rows 0..n-1 and pads after them; any other layout takes the general path
         n = W - candidates.count(None)
-        if None not in candidates[:n]:
-            rows, at = range(n), slice(0, n)  # a slice writes faster than a row list
-        else:
-            rows = at = [r for r, t in enumerate(candidates) if t is not None]
+        rows = range(n) if None not in candidates[:n] else [r for r, t in enumerate(candidates) if t is not None]
         n_mig = 0
         if n:
-            dyn = []
-            jd = []
+            # per row: window row, task id, job row, then the TASK_DYNAMIC values -- one list, one conversion
+            vals: list = []
             tids = [self._pad_row] * W
-            jdyn = self._jdyn
-            prev_job = prev_jd = None  # a job's tasks often fill consecutive rows
-            aff, aff_cache = [], self._aff_rows
+            job_index, job_keys, aff_version = self._job_index, self._job_keys, self._aff_version
+            prev_job = None  # a job's tasks often fill consecutive rows
+            j = 0
             for r in rows:
                 task = candidates[r]
-                tids[r] = task.tid
-                if dense:  # _affinity_row's cache hit, checked here to save a call per row
-                    hit = aff_cache.get(task.tid)
-                    aff.append(hit[1] if hit is not None and hit[0] == task.job.placement_version
-                               else self._affinity_row(task))
+                tid = task.tid
+                tids[r] = tid
+                job = task.job
+                if dense and aff_version[tid] != job.placement_version:
+                    self._refresh_affinity_row(task)
+                if job is not prev_job:
+                    prev_job = job
+                    j = job_index[job]
+                    # everything the job's dynamic columns depend on besides its spec: a placement, pause or
+                    # progress update inside a decision round (same `now`) must not serve the stale row
+                    key = (now, job.n_placed, job.iters, job.last_update, job.paused_until, job.state)
+                    if job_keys[j] != key:
+                        self._refresh_job_row(job, j, key, now)
                 # sq() inlined (x / (1 + x), 0 for x <= 0): a handful of calls per row add up
                 if kinds[r] != "place":  # running: a migration or preemption candidate
                     n_mig += 1
                     w = task.waited / ts
                     x = (now - task.placed_at) / ts
-                    dyn.append((1.0, 1.0, w / (1.0 + w) if w > 0 else 0.0, x / (1.0 + x) if x > 0 else 0.0,
-                                1.0 if over[task.server] else 0.0))
+                    vals += (r, tid, j, 1.0, 1.0, w / (1.0 + w) if w > 0 else 0.0, x / (1.0 + x) if x > 0 else 0.0,
+                             1.0 if over[task.server] else 0.0)
                 else:
                     w = (task.waited + now - task.queued_since) / ts
-                    dyn.append((1.0, 0.0, w / (1.0 + w) if w > 0 else 0.0, 0.0, 0.0))
-                job = task.job
-                if job is not prev_job:
-                    prev_job, prev_jd = job, jdyn(job, now)
-                jd.append(prev_jd)
-            T = self._static_rows.take(tids, axis=0)  # (take is cheaper than indexing with a list)
-            T[at, :o1] = dyn
-            T[at, o3:o4] = jd
+                    vals += (r, tid, j, 1.0, 0.0, w / (1.0 + w) if w > 0 else 0.0, 0.0, 0.0)
+            T = kernels.task_rows(self._static_rows, self._job_rows, np.array(vals), W, self.n_dyn, o3)
         else:
             T = np.zeros((W, self.F), np.float32)
 
         # affinity (W, K): share of the row task's DAG neighbours (parents, children, its PS) already placed on
         # each destination -- the pair feature behind MLF-H's bandwidth term and MLFS's bandwidth objective
-        A = np.zeros((W, self.K), np.float32)
-        if n and dense:  # destination column = server: the cached rows gathered above
-            A[at] = aff
-        elif n:
+        if dense:  # destination column = server: the cached rows (the padding row is zero)
+            A = self._aff_rows.take(tids, axis=0) if n else np.zeros((W, self.K), np.float32)
+        else:
+            A = np.zeros((W, self.K), np.float32)
+        if n and not dense:
             dl = dest.tolist()  # padding -1 maps somewhere harmless: no running neighbour is on server -1
             col_of = dict(zip(dl, range(len(dl))))
             flat, wts = [], []

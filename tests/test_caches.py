@@ -119,7 +119,7 @@ def check_env(u, obs) -> None:
         T = obs["tasks"][r]
         np.testing.assert_array_equal(T[b._o_tstat:b._o_jstat], b._tstat(task))
         np.testing.assert_array_equal(T[b._o_jstat:b._o_jdyn], b._jstat(task.job))
-        np.testing.assert_array_equal(T[b._o_jdyn:b._o_model], b._job_dyn[task.job][1])
+        np.testing.assert_array_equal(T[b._o_jdyn:b._o_model], b._job_rows[b._job_index[task.job]])
     np.testing.assert_array_equal(obs["affinity"], A.astype(np.float32))
     assert not obs["tasks"][len(rows):].any()
 

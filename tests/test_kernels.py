@@ -192,3 +192,32 @@ def test_server_features_match_numpy(seed, S, K):
     rG[:k] = np.where(valid[d], np.minimum(c["gpu_load"][idx[d]], 4.0), -1.0)
     np.testing.assert_array_equal(Sv, rS)
     np.testing.assert_array_equal(Gm, rG)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 24), st.integers(1, 6))
+def test_task_rows_match_numpy(seed, W, n_dyn):
+    rng = np.random.default_rng(seed)
+    n_tasks, n_jobs, F = 40, 7, 30
+    o_job = n_dyn + 5
+    static = rng.random((n_tasks + 1, F)).astype(np.float32)
+    static[:, :n_dyn] = 0.0
+    static[:, o_job:o_job + 4] = 0.0
+    static[-1] = 0.0  # the padding row
+    job_rows = rng.random((n_jobs, 4)).astype(np.float32)
+    rows = sorted(rng.choice(W, int(rng.integers(0, W + 1)), replace=False).tolist())
+    tids = rng.integers(0, n_tasks, len(rows)).tolist()
+    jobs = rng.integers(0, n_jobs, len(rows)).tolist()
+    dyn = rng.random((len(rows), n_dyn)) * 3.0  # float64: rounded once on the way in
+    vals = [v for r, t, j, d in zip(rows, tids, jobs, dyn) for v in (r, t, j, *d)]
+    T = kernels.task_rows(static, job_rows, np.array(vals, dtype=np.float64), W, n_dyn, o_job)
+    # the numpy code before the kernel: gather static rows (padding elsewhere), assign the dynamic blocks
+    full = [n_tasks] * W
+    for r, t in zip(rows, tids):
+        full[r] = t
+    ref = static.take(full, axis=0)
+    if rows:
+        ref[rows, :n_dyn] = dyn
+        ref[rows, o_job:o_job + 4] = job_rows[jobs]
+    assert T.dtype == np.float32
+    np.testing.assert_array_equal(T, ref)
