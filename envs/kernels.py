@@ -214,23 +214,47 @@ def server_features(dest, k, U, free, gmax, idle_gpus, overloaded, dist, n_gpus_
 
 
 @njit(cache=True)
-def task_rows(static_rows, job_rows, vals, W, n_dyn, o_job):
-    """The observation's ``tasks`` (W, F) array: zero rows, except for each window row its task's static row
-    with the ``n_dyn`` leading (task-dynamic) columns and the job's dynamic columns (a row of ``job_rows``,
-    from column ``o_job``) written in.
+def task_window(static_rows, job_rows, vals, W, n_dyn, o_job, nb_ptr, nb_tid, task_server, dest, k, n_servers):
+    """The observation's ``tasks`` (W, F) and ``affinity`` (W, K) arrays; rows without a candidate are zero.
 
-    ``vals`` is flat, ``3 + n_dyn`` values per row: window row, task id (row of ``static_rows``), job row (of
-    ``job_rows``), then the task-dynamic values (float64, rounded once to float32 as an assignment would)."""
+    ``vals`` is flat, ``3 + n_dyn`` values per candidate row: window row, task id (row of ``static_rows``), job
+    row (of ``job_rows``), then the task-dynamic values. A task row is its static row with the ``n_dyn``
+    leading (task-dynamic) columns and the job's dynamic columns (from column ``o_job``) written in; float64
+    values are rounded once to float32, as an assignment would.
+
+    Affinity: for each candidate task, the share of its DAG neighbours (``nb_tid[nb_ptr[t]:nb_ptr[t + 1]]``,
+    parents then children) running on each destination (``task_server``: a running task's server, else -1;
+    ``dest[:k]``: the destination columns' servers), summed in float64 in neighbour order and rounded once."""
     T = np.zeros((W, static_rows.shape[1]), np.float32)
+    A = np.zeros((W, dest.shape[0]), np.float32)
+    col_of = np.full(n_servers, -1, np.int64)
+    for i in range(k):
+        col_of[dest[i]] = i
+    acc = np.zeros(dest.shape[0])
     per = 3 + n_dyn
     nj = job_rows.shape[1]
     for i in range(vals.shape[0] // per):
         b = i * per
-        row = T[int(vals[b])]
-        row[:] = static_rows[int(vals[b + 1])]
+        r = int(vals[b])
+        t = int(vals[b + 1])
+        row = T[r]
+        row[:] = static_rows[t]
         for c in range(n_dyn):
             row[c] = vals[b + 3 + c]
         j = int(vals[b + 2])
         for c in range(nj):
             row[o_job + c] = job_rows[j, c]
-    return T
+        lo, hi = nb_ptr[t], nb_ptr[t + 1]
+        if hi > lo:
+            w = 1.0 / (hi - lo)
+            touched = False
+            for q in range(lo, hi):
+                s = task_server[nb_tid[q]]
+                if s >= 0 and col_of[s] >= 0:
+                    acc[col_of[s]] += w
+                    touched = True
+            if touched:
+                for c in range(k):
+                    A[r, c] = acc[c]
+                    acc[c] = 0.0
+    return T, A

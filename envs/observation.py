@@ -14,7 +14,7 @@ import numpy as np
 from gymnasium import spaces
 
 from . import kernels
-from .core.job import JOB_ACTIVE, TASK_RUNNING
+from .core.job import JOB_ACTIVE
 from .core.state import GPU_TYPE_ORDER
 
 # ---------------------------------------------------------------- task rows (W x F_task)
@@ -101,16 +101,20 @@ class ObservationBuilder:
         self.cluster = c
         self._job_red: dict = {}  # Job -> (whole iterations, loss reductions)
         self._job_curves: dict = {}  # Job -> (accuracy curve x, y, mean iteration time)
-        self._nb_servers: dict[int, tuple[int, tuple[float, list[int]]]] = {}
         # the dynamic job columns of every job, one row each, valid while the job's key is the one recorded
         # (see _refresh_job_row); the window's rows are gathered from here by kernels.task_rows
         self._job_index = {job: i for i, job in enumerate(sim.jobs)}
         self._job_rows = np.zeros((max(1, len(sim.jobs)), self.n_jdyn), np.float32)
         self._job_keys: list = [None] * len(sim.jobs)
-        # dense destinations (S <= K): every task's affinity row, valid for the job placement version recorded;
-        # the last row (padding) stays zero
-        self._aff_rows = np.zeros((len(sim.tasks) + 1, self.K), np.float32)
-        self._aff_version: list = [None] * (len(sim.tasks) + 1)
+        # every task's DAG neighbours (parents, then children; for a worker its PS is a parent) by task id, as
+        # CSR arrays for the affinity kernel: neighbours of task t are nb_tid[nb_ptr[t]:nb_ptr[t + 1]]
+        ptr, nb = [0], []
+        for task in sim.tasks:
+            jt = task.job.tasks
+            nb.extend(jt[i].tid for i in task.t.parents + task.t.children)
+            ptr.append(len(nb))
+        self._nb_ptr = np.array(ptr, np.int64)
+        self._nb_tid = np.array(nb, np.int64)
         self.max_gmem = float(c.gpu_mem_cap.max())
         self.max_cpu = float(c.cpu_cap.max())
         self.max_mem = float(c.mem_cap.max())
@@ -121,11 +125,10 @@ class ObservationBuilder:
         self.type_onehot[np.arange(S), c.server_type_id] = 1.0
         self.n_gpus_f = (c.server_n_gpus / self.G).astype(np.float32)
         self.nic_f = np.minimum(c.nic_gbps / 100.0, 2.0).astype(np.float32)
-        # S <= K: destination columns are the servers in index order (the window's affinity rows are cached)
         self._S = S
-        # one task row per task with its static columns (task, job, model one-hot) filled once per episode,
-        # plus an all-zero last row for the window's padding: a step gathers its rows in one indexing call
-        rows = np.zeros((len(sim.tasks) + 1, self.F), np.float32)
+        # one row per task (by task id) with its static columns (task, job, model one-hot) filled once per
+        # episode: kernels.task_window copies a candidate's row and writes its dynamic columns in
+        rows = np.zeros((len(sim.tasks), self.F), np.float32)
         job_rows: dict[int, tuple[np.ndarray, int | None]] = {}
         for k, task in enumerate(sim.tasks):
             job = task.job
@@ -137,7 +140,6 @@ class ObservationBuilder:
             if jr[1] is not None:
                 rows[k, self._o_model + jr[1]] = 1.0
         self._static_rows = rows
-        self._pad_row = len(sim.tasks)
         self._gpu_template = np.full((self.K, self.G), -1.0, np.float32)
         self._gmax = np.array([self.max_gmem, self.max_cpu, self.max_mem])  # normalisers of `free`
 
@@ -230,30 +232,6 @@ class ObservationBuilder:
             *red)
         self._job_keys[row] = key
 
-    def _neighbour_servers(self, task) -> tuple[float, list[int]]:
-        """(1 / number of DAG neighbours, servers of the running neighbours in neighbour order) of a task;
-        cached until a task of its job is attached or detached (the only way a neighbour changes server)."""
-        version = task.job.placement_version
-        hit = self._nb_servers.get(task.tid)
-        if hit is not None and hit[0] == version:
-            return hit[1]
-        jt, t = task.job.tasks, task.t
-        nb = t.parents + t.children
-        running = [jt[k].server for k in nb if jt[k].state == TASK_RUNNING and jt[k].server >= 0]
-        out = (1.0 / len(nb) if nb else 0.0, running)
-        self._nb_servers[task.tid] = (version, out)
-        return out
-
-    def _refresh_affinity_row(self, task) -> None:
-        """The task's affinity row when destination columns are the servers, into its row of the cache: the same
-        float64 sums in the same order as the scatter-add of the general case, rounded once to float32."""
-        w, servers = self._neighbour_servers(task)
-        vals = [0.0] * self.K
-        for s in servers:
-            vals[s] += w
-        self._aff_rows[task.tid] = vals
-        self._aff_version[task.tid] = task.job.placement_version
-
     # ------------------------------------------------------------------ build
     def build(self, sim, candidates, kinds, dest: np.ndarray, k: int, dist: np.ndarray, U: np.ndarray,
               overload_degree: float, mask: np.ndarray, queue_beyond: int, round_actions: int,
@@ -266,7 +244,6 @@ class ObservationBuilder:
         now = sim.now
         ts = self.ts
         c = sim.cluster
-        dense = self._S <= self.K
         W = self.W
         o3 = self._o_jdyn
         over = c.overloaded
@@ -277,17 +254,12 @@ class ObservationBuilder:
         if n:
             # per row: window row, task id, job row, then the TASK_DYNAMIC values -- one list, one conversion
             vals: list = []
-            tids = [self._pad_row] * W
-            job_index, job_keys, aff_version = self._job_index, self._job_keys, self._aff_version
+            job_index, job_keys = self._job_index, self._job_keys
             prev_job = None  # a job's tasks often fill consecutive rows
             j = 0
             for r in rows:
                 task = candidates[r]
-                tid = task.tid
-                tids[r] = tid
                 job = task.job
-                if dense and aff_version[tid] != job.placement_version:
-                    self._refresh_affinity_row(task)
                 if job is not prev_job:
                     prev_job = job
                     j = job_index[job]
@@ -301,35 +273,18 @@ class ObservationBuilder:
                     n_mig += 1
                     w = task.waited / ts
                     x = (now - task.placed_at) / ts
-                    vals += (r, tid, j, 1.0, 1.0, w / (1.0 + w) if w > 0 else 0.0, x / (1.0 + x) if x > 0 else 0.0,
-                             1.0 if over[task.server] else 0.0)
+                    vals += (r, task.tid, j, 1.0, 1.0, w / (1.0 + w) if w > 0 else 0.0,
+                             x / (1.0 + x) if x > 0 else 0.0, 1.0 if over[task.server] else 0.0)
                 else:
                     w = (task.waited + now - task.queued_since) / ts
-                    vals += (r, tid, j, 1.0, 0.0, w / (1.0 + w) if w > 0 else 0.0, 0.0, 0.0)
-            T = kernels.task_rows(self._static_rows, self._job_rows, np.array(vals), W, self.n_dyn, o3)
+                    vals += (r, task.tid, j, 1.0, 0.0, w / (1.0 + w) if w > 0 else 0.0, 0.0, 0.0)
+            # affinity (W, K): share of the row task's DAG neighbours (parents, children, its PS) running on each
+            # destination -- the pair feature behind MLF-H's bandwidth term and MLFS's bandwidth objective
+            T, A = kernels.task_window(self._static_rows, self._job_rows, np.array(vals), W, self.n_dyn, o3,
+                                       self._nb_ptr, self._nb_tid, sim.task_server, dest, k, self._S)
         else:
             T = np.zeros((W, self.F), np.float32)
-
-        # affinity (W, K): share of the row task's DAG neighbours (parents, children, its PS) already placed on
-        # each destination -- the pair feature behind MLF-H's bandwidth term and MLFS's bandwidth objective
-        if dense:  # destination column = server: the cached rows (the padding row is zero)
-            A = self._aff_rows.take(tids, axis=0) if n else np.zeros((W, self.K), np.float32)
-        else:
             A = np.zeros((W, self.K), np.float32)
-        if n and not dense:
-            dl = dest.tolist()  # padding -1 maps somewhere harmless: no running neighbour is on server -1
-            col_of = dict(zip(dl, range(len(dl))))
-            flat, wts = [], []
-            K = self.K
-            for r in rows:
-                w, servers = self._neighbour_servers(candidates[r])
-                for s in servers:
-                    col = col_of.get(s)
-                    if col is not None:
-                        flat.append(r * K + col)
-                        wts.append(w)
-            if flat:  # one scatter-add, summed in float64 then rounded once to float32
-                A = np.bincount(flat, wts, minlength=W * K).astype(np.float32).reshape(W, K)
 
         # servers and per-GPU loads of the destination columns (padding rows: zeros and -1)
         Sv = np.zeros((self.K, len(SERVER_COLUMNS)), np.float32)

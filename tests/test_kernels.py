@@ -194,30 +194,46 @@ def test_server_features_match_numpy(seed, S, K):
     np.testing.assert_array_equal(Gm, rG)
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 24), st.integers(1, 6))
-def test_task_rows_match_numpy(seed, W, n_dyn):
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 24), st.integers(1, 6), st.integers(1, 30), st.integers(1, 12))
+def test_task_window_matches_numpy(seed, W, n_dyn, S, K):
     rng = np.random.default_rng(seed)
     n_tasks, n_jobs, F = 40, 7, 30
     o_job = n_dyn + 5
-    static = rng.random((n_tasks + 1, F)).astype(np.float32)
+    static = rng.random((n_tasks, F)).astype(np.float32)
     static[:, :n_dyn] = 0.0
     static[:, o_job:o_job + 4] = 0.0
-    static[-1] = 0.0  # the padding row
     job_rows = rng.random((n_jobs, 4)).astype(np.float32)
     rows = sorted(rng.choice(W, int(rng.integers(0, W + 1)), replace=False).tolist())
     tids = rng.integers(0, n_tasks, len(rows)).tolist()
     jobs = rng.integers(0, n_jobs, len(rows)).tolist()
     dyn = rng.random((len(rows), n_dyn)) * 3.0  # float64: rounded once on the way in
     vals = [v for r, t, j, d in zip(rows, tids, jobs, dyn) for v in (r, t, j, *d)]
-    T = kernels.task_rows(static, job_rows, np.array(vals, dtype=np.float64), W, n_dyn, o_job)
-    # the numpy code before the kernel: gather static rows (padding elsewhere), assign the dynamic blocks
-    full = [n_tasks] * W
-    for r, t in zip(rows, tids):
-        full[r] = t
-    ref = static.take(full, axis=0)
+    # a random DAG neighbourhood (up to 6 neighbours, repeats allowed so sums of shares on one server occur)
+    nbrs = [rng.integers(0, n_tasks, int(rng.integers(0, 7))).tolist() for _ in range(n_tasks)]
+    ptr = np.array([0] + np.cumsum([len(x) for x in nbrs]).tolist(), np.int64)
+    flat = np.array([t for x in nbrs for t in x], np.int64)
+    task_server = np.where(rng.random(n_tasks) < 0.6, rng.integers(0, S, n_tasks), -1).astype(np.int64)
+    k = min(S, K)
+    dest = np.full(K, -1, np.int64)
+    dest[:k] = rng.permutation(S)[:k] if S > K else np.arange(S)
+    T, A = kernels.task_window(static, job_rows, np.array(vals, dtype=np.float64), W, n_dyn, o_job, ptr, flat,
+                               task_server, dest, k, S)
+    # the numpy code before the kernel: gather static rows, assign the dynamic blocks; affinity as the
+    # scatter-add of each row's running neighbours' shares onto their destination columns (float64)
+    ref = np.zeros((W, F), np.float32)
     if rows:
+        ref[rows] = static[tids]
         ref[rows, :n_dyn] = dyn
         ref[rows, o_job:o_job + 4] = job_rows[jobs]
-    assert T.dtype == np.float32
+    col_of = {int(s): c for c, s in enumerate(dest[:k])}
+    flat_ix, wts = [], []
+    for r, t in zip(rows, tids):
+        for q in nbrs[t]:
+            if task_server[q] >= 0 and int(task_server[q]) in col_of:
+                flat_ix.append(r * K + col_of[int(task_server[q])])
+                wts.append(1.0 / len(nbrs[t]))
+    refA = np.bincount(flat_ix, wts, minlength=W * K).astype(np.float32).reshape(W, K)
+    assert T.dtype == np.float32 and A.dtype == np.float32
     np.testing.assert_array_equal(T, ref)
+    np.testing.assert_array_equal(A, refA)

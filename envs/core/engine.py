@@ -138,6 +138,9 @@ class Simulator:
             self.tasks.extend(job.tasks)
         self.queue: dict[int, Task] = {}  # waiting tasks by tid, in queue-entry order
         self.active_jobs: dict[int, Job] = {}
+        # the server of every running task by task id, -1 for the others (kept by _attach/_detach: a task runs
+        # exactly while attached), so the env's compiled affinity kernel reads placements without the objects
+        self.task_server = np.full(len(self.tasks), -1, dtype=np.int64)
         self.metrics = Metrics(self.cluster.n_servers)
         # overload tests of _refresh_servers as Python scalars (h_r x capacity, same products as before), and
         # a count per server of its GPUs shared by several jobs above h_r, kept as GPU loads change
@@ -588,6 +591,7 @@ class Simulator:
         c, t = self.cluster, task.t
         task.state = TASK_RUNNING
         task.server, task.gpu = server, gpu
+        self.task_server[task.tid] = server
         task.placed_at = self.now
         c.cpu_alloc[server] = self._cpu_alloc[server] = self._cpu_alloc[server] + t.cpu_cores
         c.mem_alloc[server] = self._mem_alloc[server] = self._mem_alloc[server] + t.memory_gb
@@ -646,6 +650,7 @@ class Simulator:
                 c.server_idle_gpus[server] += 1
             self._gpu_jobs[gpu] = None
         task.server, task.gpu = -1, -1
+        self.task_server[task.tid] = -1
         task.job.n_placed -= 1
         task.job.plan = task.job.usage_layout = None
         task.job.placement_version += 1
