@@ -403,9 +403,8 @@ class ClusterEnv(gym.Env):
                 if ok.shape[0] < n:  # grows with the ready queue; (n, K + 1): column k flags "fits somewhere"
                     ok = self._ok_buf = np.empty((2 * n, K + 1), bool)
                 tids = np.array([t.tid for t in rows], np.int64)
-                own = np.array([t.server for t in rows[:n_mig]], np.int64)
-                n_fit = kernels.fit_mask(tids, self._t_demand, self._free, k, _EPS, n_mig, n_over, own, over,
-                                         dest, m2, ok)
+                n_fit = kernels.fit_mask(tids, self._t_demand, self._free, k, _EPS, n_mig, n_over, sim.task_server,
+                                         over, dest, m2, ok)
                 if n_mig:
                     cands[:n_mig] = rows[:n_mig]
                     kinds[:n_mig] = ["migrate"] * n_over + ["preempt"] * (n_mig - n_over)

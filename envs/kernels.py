@@ -151,14 +151,14 @@ def destinations(gpu_load, first_gpu, n_gpus, cpu_use, cpu_cap, mem_use, mem_cap
 
 
 @njit(cache=True)
-def fit_mask(tids, demand, free, k, eps, n_mig, n_over, own_server, over, dest, mask2, ok):
+def fit_mask(tids, demand, free, k, eps, n_mig, n_over, task_server, over, dest, mask2, ok):
     """Which destinations each window row's task fits, and the mask rows of the running-task rows.
 
     Row ``r`` holds task ``tids[r]``; ``demand`` (n_tasks, 3) is every task's (GPU memory, CPU, memory)
     demand (-inf GPU memory for a PS, which takes no GPU). ``ok[r, c]`` (written for c < k): the task fits
     destination column ``c`` by nominal demand (``free + eps >= demand`` for all three). Rows below ``n_mig``
     hold running tasks: the first ``n_over`` are migration candidates (not to an overloaded server nor to
-    ``own_server[r]``; "back to the queue" allowed), the others preemption candidates ("back to the queue"
+    their own, ``task_server[tids[r]]``; "back to the queue" allowed), the others preemption candidates ("back to the queue"
     only). Their rows of ``mask2`` (W, K + 1), cleared beforehand by the caller, are written here; the waiting
     rows' mask is the caller's, which chooses the rows. Returns the number of waiting rows fitting somewhere,
     and writes ``ok[r, k]`` (a spare column) = row ``r`` fits some destination."""
@@ -167,13 +167,14 @@ def fit_mask(tids, demand, free, k, eps, n_mig, n_over, own_server, over, dest, 
     n_fit = 0
     for r in range(n):
         t = tids[r]
+        own = task_server[t]
         g, c_, m = demand[t, 0], demand[t, 1], demand[t, 2]
         any_ = False
         for c in range(k):
             f = free[0, c] + eps >= g and free[1, c] + eps >= c_ and free[2, c] + eps >= m
             if r < n_mig:
                 s = dest[c]
-                f = f and not over[s] and s != own_server[r]
+                f = f and not over[s] and s != own
                 mask2[r, c] = f and r < n_over
             ok[r, c] = f
             any_ = any_ or f
@@ -258,3 +259,84 @@ def task_window(static_rows, job_rows, vals, W, n_dyn, o_job, nb_ptr, nb_tid, ta
                     A[r, c] = acc[c]
                     acc[c] = 0.0
     return T, A
+
+
+@njit(cache=True)
+def _interp(x, xs, ys):
+    """``np.interp`` for one point (values beyond the ends held constant), in the arithmetic of the
+    pure-Python version it replaced: ``ys[k-1] + (ys[k] - ys[k-1]) * (x - x0) / (x1 - x0)``."""
+    n = xs.shape[0]
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[n - 1]:
+        return ys[n - 1]
+    lo, hi = 0, n  # bisect_right: the first index whose x is larger
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < xs[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    k = lo
+    return ys[k - 1] + (ys[k] - ys[k - 1]) * (x - xs[k - 1]) / (xs[k] - xs[k - 1])
+
+
+@njit(cache=True)
+def _sq(x):
+    return x / (1.0 + x) if x > 0 else 0.0
+
+
+@njit(cache=True)
+def _cap1(x):
+    return x if x < 1.0 else 1.0  # Python's min(1.0, x)
+
+
+@njit(cache=True)
+def job_dynamic(job_rows, row, now, ts, submit, deadline, max_iters, iters, rate, last_update, paused_until,
+                target, n_placed, n_tasks, waiting_time, running_time, mean_iter_time, curve_x, curve_loss,
+                curve_acc, n_red):
+    """A job's dynamic observation columns (``observation.JOB_DYNAMIC_HEAD`` then ``n_red`` loss reductions)
+    into ``job_rows[row]``.
+
+    ``rate`` > 0 only for a fully placed active job: its progress since max(last update, pause end) is
+    extrapolated to ``now``. Loss reductions follow MLFS Eq. (2): ``(l(I-j-1) - l(I-j)) / (l(0) - l(I))`` at the
+    whole iteration count I, clipped to [0, 1]. Python's ``min``/``max`` are spelled out so every value,
+    including which of two equal values is kept, is the one the pure-Python code gave."""
+    placed = n_placed == n_tasks
+    it = iters
+    if rate > 0:
+        start = paused_until if paused_until > last_update else last_update
+        if now > start:
+            v = it + rate * (now - start)
+            it = v if v < target else target
+    i = math.floor(it)
+    out = job_rows[row]
+    if i >= 1:
+        lv = np.empty(n_red + 1)
+        for j in range(n_red + 1):
+            lv[j] = _interp((i - j if i - j > 0 else 0) / max_iters, curve_x, curve_loss)
+        total = curve_loss[0] - lv[0]
+    else:
+        lv = np.empty(0)
+        total = 0.0
+    late = now - last_update
+    waiting = waiting_time + (late if late > 0.0 else 0.0) * (0.0 if placed else 1.0)
+    left = target - it
+    out[0] = _sq((now - submit) / ts)
+    x = (deadline - now) / ts
+    out[1] = x / (1.0 + abs(x))
+    out[2] = _cap1(it / max_iters)
+    out[3] = _cap1(math.log1p(it) / math.log1p(1e7))
+    out[4] = _cap1(target / max_iters)
+    out[5] = n_placed / n_tasks
+    out[6] = _interp(it / max_iters, curve_x, curve_acc)
+    out[7] = _sq(waiting / ts)
+    out[8] = _sq(running_time / ts)
+    # remaining iterations x the model's iteration time averaged over the cluster's GPUs (MLF-H's r_k)
+    out[9] = _sq((left if left > 0.0 else 0.0) * mean_iter_time / ts)
+    for j in range(n_red):
+        red = 0.0
+        if i >= 1 and total > 0 and j < i:  # iteration i - j >= 1
+            v = (lv[j + 1] - lv[j]) / total
+            red = _cap1(v if v > 0.0 else 0.0)
+        out[10 + j] = red

@@ -7,7 +7,6 @@ The column names below (``TASK_COLUMNS`` etc.) are the documentation; docs/env.m
 """
 from __future__ import annotations
 
-import bisect
 import math
 
 import numpy as np
@@ -34,23 +33,8 @@ GLOBAL_COLUMNS = ("time_of_day_sin", "time_of_day_cos", "queue_beyond_window", "
                   "migration_rows", "sim_time", "round_actions")
 
 
-def _interp(x: float, xs: list, ys: list) -> float:
-    """np.interp for one point (values beyond the ends held constant)."""
-    if x <= xs[0]:
-        return ys[0]
-    if x >= xs[-1]:
-        return ys[-1]
-    k = bisect.bisect_right(xs, x)
-    x0, x1 = xs[k - 1], xs[k]
-    return ys[k - 1] + (ys[k] - ys[k - 1]) * (x - x0) / (x1 - x0)
-
-
 def sq(x: float) -> float:
     return x / (1.0 + x) if x > 0 else 0.0
-
-
-def ssq(x: float) -> float:
-    return x / (1.0 + abs(x))
 
 
 # Columns whose position never depends on the configuration come first: a policy can read them by fixed
@@ -81,7 +65,7 @@ class ObservationBuilder:
         self._o_jstat = self._o_tstat + self.n_tstat
         self._o_jdyn = self._o_jstat + self.n_jstat
         self._o_model = self._o_jdyn + self.n_jdyn
-        self._curves: dict[str, tuple[list, list, list]] = {}
+        self._curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def space(self, n_actions: int) -> spaces.Dict:
         W, K, G = self.W, self.K, self.G
@@ -99,8 +83,7 @@ class ObservationBuilder:
         """Precompute cluster-wide normalisers and clear caches (called once per episode)."""
         c = sim.cluster
         self.cluster = c
-        self._job_red: dict = {}  # Job -> (whole iterations, loss reductions)
-        self._job_curves: dict = {}  # Job -> (accuracy curve x, y, mean iteration time)
+        self._job_consts: dict = {}  # Job -> (submit, deadline, max iterations, mean iteration time, curves)
         # the dynamic job columns of every job, one row each, valid while the job's key is the one recorded
         # (see _refresh_job_row); the window's rows are gathered from here by kernels.task_rows
         self._job_index = {job: i for i, job in enumerate(sim.jobs)}
@@ -173,63 +156,32 @@ class ObservationBuilder:
             self.job_pos.get(job.jid, 0) / self.n_jobs,
         ), np.float32)
 
-    def _curve(self, job) -> tuple[list, list, list]:
-        """The job's learning curve as Python lists (x, loss, accuracy), for the pure-Python interpolation."""
+    def _curve(self, job) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The job's learning curve as float64 arrays (x, loss, accuracy), converted once per model."""
         cv = self._curves.get(job.model.name)
         if cv is None:
             c = job.model.curve
-            cv = self._curves[job.model.name] = (list(c.x), list(c.loss), list(c.accuracy))
+            cv = self._curves[job.model.name] = (np.array(c.x, np.float64), np.array(c.loss, np.float64),
+                                                 np.array(c.accuracy, np.float64))
         return cv
 
     def _refresh_job_row(self, job, row: int, key: tuple, now: float) -> None:
-        """Compute the job's dynamic columns (JOB_DYNAMIC_HEAD and the loss reductions) into row ``row``."""
-        s, ts = job.spec, self.ts
-        maxit = float(s.max_iterations)
-        it = job.iters
-        # progress not yet materialised (job running since last_update): extrapolate to now for the features
-        placed = job.n_placed == len(job.tasks)  # job.fully_placed
-        if job.rate > 0 and placed and job.state == JOB_ACTIVE:
-            start = max(job.last_update, job.paused_until)
-            if now > start:
-                it = min(job.target_iters, it + job.rate * (now - start))
-        i = math.floor(it)
-        # the loss reductions depend on the whole iteration count only: a command that pauses or touches the
-        # job in a round changes the key above but rarely i
-        hit = self._job_red.get(job)
-        if hit is not None and hit[0] == i:
-            red = hit[1]
-        else:
-            H = self.H
-            red = [0.0] * H  # recent loss reductions
-            xs, ls, _ = self._curve(job)
-            if i >= 1:
-                # loss at iterations i, i-1, ..., i-H and at 0 (MLFS Eq. 2); pure-Python interpolation (fast)
-                lv = [_interp(max(0, i - j) / maxit, xs, ls) for j in range(H + 1)]
-                total = ls[0] - lv[0]
-                if total > 0:
-                    for j in range(min(H, i)):  # j <= i - 1: iteration i - j >= 1
-                        red[j] = min(1.0, max(0.0, (lv[j + 1] - lv[j]) / total))
-            self._job_red[job] = (i, red)
-        waiting = job.waiting_time + max(0.0, now - job.last_update) * (0.0 if placed else 1.0)
-        per_job = self._job_curves.get(job)
-        if per_job is None:  # the job's accuracy curve and mean iteration time, looked up once per episode
-            xs, _, accs = self._curve(job)
-            per_job = self._job_curves[job] = (xs, accs, self.cluster.mean_iter_time(job.model))
-        acc_x, acc_y, mean_it = per_job
-        # float64 values rounded once to float32, as an element-wise assignment would
-        self._job_rows[row] = (
-            sq((now - s.submit_time) / ts),
-            ssq((s.deadline - now) / ts),
-            min(1.0, it / maxit),
-            min(1.0, math.log1p(it) / math.log1p(1e7)),
-            min(1.0, job.target_iters / maxit),
-            job.n_placed / job.n_tasks,
-            _interp(it / maxit, acc_x, acc_y),
-            sq(waiting / ts),
-            sq(job.running_time / ts),
-            # remaining iterations x the model's iteration time averaged over the cluster's GPUs (MLF-H's r_k)
-            sq(max(0.0, job.target_iters - it) * mean_it / ts),
-            *red)
+        """Compute the job's dynamic columns (JOB_DYNAMIC_HEAD and the loss reductions) into row ``row``
+        (:func:`envs.kernels.job_dynamic`)."""
+        per_job = self._job_consts.get(job)
+        if per_job is None:  # the job's curves and mean iteration time, looked up once per episode
+            cx, closs, cacc = self._curve(job)
+            s = job.spec
+            per_job = self._job_consts[job] = (float(s.submit_time), float(s.deadline), float(s.max_iterations),
+                                               self.cluster.mean_iter_time(job.model), cx, closs, cacc)
+        submit, deadline, maxit, mean_it, cx, closs, cacc = per_job
+        # progress not yet materialised (a fully placed active job running since its last update) is
+        # extrapolated to now: the kernel does it when given a positive rate
+        n_tasks = len(job.tasks)
+        rate = job.rate if job.n_placed == n_tasks and job.state == JOB_ACTIVE else 0.0
+        kernels.job_dynamic(self._job_rows, row, now, self.ts, submit, deadline, maxit, job.iters, rate,
+                            job.last_update, job.paused_until, job.target_iters, job.n_placed, n_tasks,
+                            job.waiting_time, job.running_time, mean_it, cx, closs, cacc, self.H)
         self._job_keys[row] = key
 
     # ------------------------------------------------------------------ build

@@ -143,11 +143,14 @@ def test_fit_mask_matches_numpy(seed, S, K, n_rows):
     tids = rng.integers(0, n_tasks, n_rows).astype(np.int64)
     n_mig = int(rng.integers(0, min(n_rows, W) + 1))
     n_over = int(rng.integers(0, n_mig + 1))
-    own = rng.integers(0, S, n_mig).astype(np.int64)
+    # the running rows' tasks run somewhere (the waiting rows' tasks' entries are never read)
+    task_server = rng.integers(-1, S, n_tasks).astype(np.int64)
+    task_server[tids[:n_mig]] = rng.integers(0, S, n_mig)
+    own = task_server[tids[:n_mig]]
     mask = np.zeros(W * (K + 1) + 1, bool)
     m2 = mask[:-1].reshape(W, K + 1)
     ok = np.empty((max(1, n_rows), K + 1), bool)
-    n_fit = kernels.fit_mask(tids, demand, free, k, _EPS, n_mig, n_over, own, c["over"], dest, m2, ok)
+    n_fit = kernels.fit_mask(tids, demand, free, k, _EPS, n_mig, n_over, task_server, c["over"], dest, m2, ok)
     rok, rm2 = _reference_fit(tids, demand, free, k, n_mig, n_over, own, c["over"], dest, W, K)
     np.testing.assert_array_equal(ok[:n_rows, :k], rok)
     np.testing.assert_array_equal(ok[:n_rows, k], rok.any(axis=1))
@@ -237,3 +240,72 @@ def test_task_window_matches_numpy(seed, W, n_dyn, S, K):
     assert T.dtype == np.float32 and A.dtype == np.float32
     np.testing.assert_array_equal(T, ref)
     np.testing.assert_array_equal(A, refA)
+
+
+def _interp_py(x, xs, ys):
+    import bisect
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    k = bisect.bisect_right(xs, x)
+    return ys[k - 1] + (ys[k] - ys[k - 1]) * (x - xs[k - 1]) / (xs[k] - xs[k - 1])
+
+
+def _job_dynamic_py(now, ts, submit, deadline, maxit, iters, rate, last_update, paused_until, target, n_placed,
+                    n_tasks, waiting_time, running_time, mean_it, xs, ls, accs, H):
+    """The pure-Python job columns the kernel replaced (observation._jdyn before the kernel)."""
+    import math
+
+    def sq(x):
+        return x / (1.0 + x) if x > 0 else 0.0
+
+    it = iters
+    placed = n_placed == n_tasks
+    if rate > 0:
+        start = max(last_update, paused_until)
+        if now > start:
+            it = min(target, it + rate * (now - start))
+    i = math.floor(it)
+    red = [0.0] * H
+    if i >= 1:
+        lv = [_interp_py(max(0, i - j) / maxit, xs, ls) for j in range(H + 1)]
+        total = ls[0] - lv[0]
+        if total > 0:
+            for j in range(min(H, i)):
+                red[j] = min(1.0, max(0.0, (lv[j + 1] - lv[j]) / total))
+    waiting = waiting_time + max(0.0, now - last_update) * (0.0 if placed else 1.0)
+    x = (deadline - now) / ts
+    return np.array((sq((now - submit) / ts), x / (1.0 + abs(x)), min(1.0, it / maxit),
+                     min(1.0, math.log1p(it) / math.log1p(1e7)), min(1.0, target / maxit), n_placed / n_tasks,
+                     _interp_py(it / maxit, xs, accs), sq(waiting / ts), sq(running_time / ts),
+                     sq(max(0.0, target - it) * mean_it / ts), *red), np.float32)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.booleans(), st.booleans())
+def test_job_dynamic_matches_python(seed, H, running, placed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 40))
+    xs = np.concatenate(([0.0], np.sort(rng.random(n - 1)) * rng.choice([1.0, 1.5]) + 1e-6))
+    xs = np.unique(xs)
+    ls = rng.random(len(xs)) * 5.0
+    if rng.random() < 0.5:  # measured losses are non-increasing; noisy ones exercise the clipping to [0, 1]
+        ls = np.sort(ls)[::-1].copy()
+    accs = np.sort(rng.random(len(xs)))
+    maxit = float(rng.choice([1.0, 50.0, 1e3, 1e6]))
+    iters = float(rng.choice([0.0, 0.4, 1.0, rng.random() * maxit * 1.2, maxit]))
+    target = float(rng.choice([maxit, maxit * rng.random(), iters]))
+    now = float(rng.random() * 1e5)
+    last_update = now - float(rng.choice([0.0, rng.random() * 1e4]))
+    paused_until = float(rng.choice([0.0, last_update, now, now + 10.0, last_update + rng.random() * 100]))
+    n_tasks = int(rng.integers(1, 9))
+    n_placed = n_tasks if placed else int(rng.integers(0, n_tasks))
+    rate = float(rng.choice([rng.random() * 10, np.inf])) if running and placed else 0.0
+    args = (now, 3600.0, now - rng.random() * 1e5, now + rng.normal() * 1e4, maxit, iters, rate, last_update,
+            paused_until, target, n_placed, n_tasks, rng.random() * 1e4, rng.random() * 1e4, rng.random() * 10)
+    rows = np.full((3, 10 + H), np.nan, np.float32)
+    kernels.job_dynamic(rows, 1, *args, xs, ls, accs, H)
+    ref = _job_dynamic_py(*args, xs.tolist(), ls.tolist(), accs.tolist(), H)
+    np.testing.assert_array_equal(rows[1], ref)
+    assert np.isnan(rows[0]).all() and np.isnan(rows[2]).all()
