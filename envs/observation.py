@@ -85,7 +85,7 @@ class ObservationBuilder:
         self.cluster = c
         self._job_consts: dict = {}  # Job -> (submit, deadline, max iterations, mean iteration time, curves)
         # the dynamic job columns of every job, one row each, valid while the job's key is the one recorded
-        # (see _refresh_job_row); the window's rows are gathered from here by kernels.task_rows
+        # (see _refresh_job_row); kernels.task_window copies them into the window's rows
         self._job_index = {job: i for i, job in enumerate(sim.jobs)}
         self._job_rows = np.zeros((max(1, len(sim.jobs)), self.n_jdyn), np.float32)
         self._job_keys: list = [None] * len(sim.jobs)

@@ -153,14 +153,23 @@ def test_checkpoint_selection_and_final_table_use_disjoint_windows(tmp_path):
     assert not jobs(val) & jobs(final)
 
 
-def test_relative_reward_run_trains_on_it_and_evaluates_on_the_plain_objective(tmp_path):
+def test_relative_reward_run_trains_on_it_and_evaluates_on_the_plain_objective(tmp_path, monkeypatch):
     import cloudpickle
 
     cfg = ppo.build_config({**TINY, "reward_baseline": "mlf-h", "train_max_steps": 2000, "env": {"window_jobs": 4}, "out": str(tmp_path / "rel"), "final_eval_episodes": 1,
                             "bc_dagger_rounds": 0})
-    wrapper = ppo.reward_wrapper(cfg, ppo.env_config(cfg, "train"))
+    wrapper = ppo.reward_wrapper(cfg, ppo.train_env_config(cfg))
     cloudpickle.loads(cloudpickle.dumps(wrapper))  # SubprocVecEnv ships it to the workers
+    twin_configs = []  # the env config of every twin built: the BC warm start's and PPO's
+
+    def recording(cfg_, ecfg):
+        twin_configs.append(dict(ecfg))
+        return wrapper
+    monkeypatch.setattr(ppo, "reward_wrapper", recording)
     res = ppo.train(cfg)
+    # one step cap for the heuristic's curve, whether it shapes the critic's BC targets or PPO's rewards
+    assert len(twin_configs) == 2 and all(c["max_steps"] == 2000 for c in twin_configs)
+    monkeypatch.undo()
     env = ppo._make_vec_env(cfg)
     assert type(env.envs[0]).__name__ == "RelativeToHeuristic"  # Monitor inside: logged returns stay the objective
     env.close()

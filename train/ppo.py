@@ -374,15 +374,23 @@ def _make_vec_env(cfg: dict):
 
     from agents.evaluate import make_env
 
-    ecfg = env_config(cfg, "train")
-    if cfg["train_max_steps"]:
-        ecfg.setdefault("max_steps", int(cfg["train_max_steps"]))
+    ecfg = train_env_config(cfg)
     n = int(cfg["n_envs"])
     vec_cls = SubprocVecEnv if n > 1 else DummyVecEnv
     # Monitor sits inside the wrapper, so logged episode returns stay the env's own objective
     return make_vec_env(make_env, n_envs=n, seed=int(cfg["seed"]), vec_env_cls=vec_cls,
                         env_kwargs={"env_id": cfg["scenario"], "config": ecfg},
                         wrapper_class=reward_wrapper(cfg, ecfg))
+
+
+def train_env_config(cfg: dict) -> dict:
+    """The env config of training windows: ``env_config(cfg, "train")`` with the ``train_max_steps`` cap. PPO's
+    envs and the BC warm start both use it, so the relative-reward twin (built from the same config) replays
+    the heuristic under the same step cap for the critic's targets as for PPO's rewards."""
+    ecfg = env_config(cfg, "train")
+    if cfg["train_max_steps"]:
+        ecfg.setdefault("max_steps", int(cfg["train_max_steps"]))
+    return ecfg
 
 
 def reward_wrapper(cfg: dict, ecfg: dict):
@@ -422,7 +430,7 @@ def warm_start(run: Run, model) -> dict:
     base = int(cfg["seed"]) * 100_003 + 7
     train_seeds = [base + i for i in range(cfg["bc_episodes"])]
     hold_seeds = [base + 50_000 + i for i in range(cfg["bc_holdout_episodes"])]
-    ecfg = env_config(cfg, "train")
+    ecfg = train_env_config(cfg)
     print(f"BC: rolling out {cfg['expert']} on {len(train_seeds)} + {len(hold_seeds)} training windows ...", flush=True)
     wrap = reward_wrapper(cfg, ecfg)  # value targets on the training reward
     data = collect(cfg["expert"], cfg["scenario"], ecfg, train_seeds, gamma=cfg["gamma"], wrap=wrap)
