@@ -232,8 +232,9 @@ class ObservationBuilder:
                     vals += (r, task.tid, j, 1.0, 0.0, w / (1.0 + w) if w > 0 else 0.0, 0.0, 0.0)
             # affinity (W, K): share of the row task's DAG neighbours (parents, children, its PS) running on each
             # destination -- the pair feature behind MLF-H's bandwidth term and MLFS's bandwidth objective
-            T, A = kernels.task_window(self._static_rows, self._job_rows, np.array(vals), W, self.n_dyn, o3,
-                                       self._nb_ptr, self._nb_tid, sim.task_server, dest, k, self._S)
+            T, A = kernels.task_window(self._static_rows, self._job_rows, np.array(vals, np.float64), W,
+                                       self.n_dyn, o3, self._nb_ptr, self._nb_tid, sim.task_server, dest, k,
+                                       self._S)
         else:
             T = np.zeros((W, self.F), np.float32)
             A = np.zeros((W, self.K), np.float32)

@@ -83,7 +83,8 @@ def _reference_destinations(c: dict, K: int):
         d = np.arange(S)
     else:
         d = dest = np.argsort(dist, kind="stable")[:K]
-    free = np.stack((c["max_free_gpu_mem"][d], c["cpu_cap"][d] - c["cpu_alloc"][d], c["mem_cap"][d] - c["mem_alloc"][d]))
+    free = np.stack((c["max_free_gpu_mem"][d], c["cpu_cap"][d] - c["cpu_alloc"][d],
+                     c["mem_cap"][d] - c["mem_alloc"][d]))
     ocd = float(np.add.reduce(np.sqrt(np.add.reduce(U * U, axis=1) / 4)) / S)
     return U, dist, dest, free, ocd
 
