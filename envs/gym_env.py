@@ -209,15 +209,12 @@ class ClusterEnv(gym.Env):
         self.obs_builder.reset(self.sim)
         tasks = self.sim.tasks
         self._S = self.sim.cluster.n_servers
-        self._dest.fill(-1)
-        self._dest[:min(self._S, self.K)] = np.arange(min(self._S, self.K))
         # per-step buffers of the compiled kernels (the observation copies what it needs)
         self._U = np.empty((self._S, 4))  # utilisation, clipped at 2
         self._dist_all = np.empty(self._S)  # distance of every server to the ideal host
         self._free = np.empty((3, self.K))  # (largest free GPU memory, free CPU, free memory) per destination
         self._gpu_scratch = np.empty(self.sim.cluster.n_gpus)
         self._ok_buf = np.empty((self.W, self.K + 1), bool)
-        self._dest_list = self._dest.tolist()
         # (GPU memory, CPU, memory) demand per task for the fit mask; -inf GPU memory for a PS (takes no GPU)
         self._t_demand = np.array([(-np.inf if t.is_ps else t.t.gpu_memory_gb, t.t.cpu_cores, t.t.memory_gb)
                                    for t in tasks], dtype=np.float64).reshape(-1, 3)
@@ -354,8 +351,8 @@ class ClusterEnv(gym.Env):
             c.gpu_load, c.server_first_gpu, c.server_n_gpus, c.cpu_use, c.cpu_cap, c.mem_use, c.mem_cap,
             c.net_mbps, c.net_cap_mbps, over, sim.n_overloaded, c.server_max_free_gpu_mem, c.cpu_alloc,
             c.mem_alloc, self._gpu_scratch, self._U, self._dist_all, self._dest, self._free)
-        dest = self._dest
-        self.destinations = list(self._dest_list) if self._S <= K else dest.tolist()
+        dest = self._dest  # written by the kernel: servers 0..S-1 then -1 padding, or the nearest K
+        self.destinations = dest.tolist()
         self._k = k
         mask, m2 = self._mask, self._mask2
         mask.fill(False)

@@ -162,8 +162,8 @@ def fit_mask(tids, demand, free, k, eps, n_mig, n_over, task_server, over, dest,
     destination column ``c`` by nominal demand (``free + eps >= demand`` for all three). Rows below ``n_mig``
     hold running tasks: the first ``n_over`` are migration candidates (not to an overloaded server nor to
     their own, ``task_server[tids[r]]``; "back to the queue" allowed), the others preemption candidates
-    ("back to the queue" only). Their rows of ``mask2`` (W, K + 1), cleared beforehand by the caller, are written here; the waiting
-    rows' mask is the caller's, which chooses the rows. Returns the number of waiting rows fitting somewhere,
+    ("back to the queue" only). Their rows of ``mask2`` (W, K + 1), cleared beforehand by the caller, are
+    written here; the waiting rows' mask is the caller's, which chooses the rows. Returns the number of waiting rows fitting somewhere,
     and writes ``ok[r, k]`` (a spare column) = row ``r`` fits some destination."""
     n = tids.shape[0]
     K = mask2.shape[1] - 1

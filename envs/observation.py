@@ -102,7 +102,6 @@ class ObservationBuilder:
         self.max_cpu = float(c.cpu_cap.max())
         self.max_mem = float(c.mem_cap.max())
         self.n_jobs = max(1, sim.n_jobs)
-        self.job_pos = {j.jid: i for i, j in enumerate(sim.jobs)}
         S = c.n_servers
         self.type_onehot = np.zeros((S, len(GPU_TYPE_ORDER)), np.float32)
         self.type_onehot[np.arange(S), c.server_type_id] = 1.0
@@ -112,12 +111,12 @@ class ObservationBuilder:
         # one row per task (by task id) with its static columns (task, job, model one-hot) filled once per
         # episode: kernels.task_window copies a candidate's row and writes its dynamic columns in
         rows = np.zeros((len(sim.tasks), self.F), np.float32)
-        job_rows: dict[int, tuple[np.ndarray, int | None]] = {}
+        static_of_job: dict[int, tuple[np.ndarray, int | None]] = {}  # jid -> (static columns, model column)
         for k, task in enumerate(sim.tasks):
             job = task.job
-            jr = job_rows.get(job.jid)
+            jr = static_of_job.get(job.jid)
             if jr is None:
-                jr = job_rows[job.jid] = (self._jstat(job), self.model_index.get(job.spec.model))
+                jr = static_of_job[job.jid] = (self._jstat(job), self.model_index.get(job.spec.model))
             rows[k, self._o_tstat:self._o_jstat] = self._tstat(task)
             rows[k, self._o_jstat:self._o_jdyn] = jr[0]
             if jr[1] is not None:
@@ -153,7 +152,7 @@ class ObservationBuilder:
             min(1.0, job.n_tasks / 64.0),
             1.0 if s.sync == "ps" else 0.0,
             s.accuracy_requirement,
-            self.job_pos.get(job.jid, 0) / self.n_jobs,
+            self._job_index[job] / self.n_jobs,  # the job's position in the episode (arrival order)
         ), np.float32)
 
     def _curve(self, job) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -199,7 +198,7 @@ class ObservationBuilder:
         W = self.W
         o3 = self._o_jdyn
         over = c.overloaded
-        # the env fills rows 0..n-1 and pads after them; any other layout takes the general path
+        # the candidate rows (the env fills rows 0..n-1 and pads after them: a range then)
         n = W - candidates.count(None)
         rows = range(n) if None not in candidates[:n] else [r for r, t in enumerate(candidates) if t is not None]
         n_mig = 0

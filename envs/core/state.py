@@ -61,9 +61,6 @@ class ClusterState:
         # bumped by the simulator whenever a server's task set changes: keys the sorted view below
         self.server_version: list[int] = [0] * S
         self._by_id: list[tuple[int, tuple]] = [(-1, ())] * S
-        # scratch buffers of utilisation_matrix
-        self._gpu_buf = np.empty(self.n_gpus)
-        self._srv_buf = np.empty(S)
         self.net_cap_mbps = self.nic_gbps * 125.0  # NIC capacity in MB/s
 
     def mean_iter_time(self, model) -> float:
@@ -86,31 +83,21 @@ class ClusterState:
             self._by_id[s] = (self.server_version[s], tasks)
         return tasks
 
-    def utilisation_matrix(self, out: np.ndarray | None = None) -> np.ndarray:
-        """(S, 4) actual use / capacity of (GPU, CPU, memory, network), the columns of :meth:`utilisation`
-        (same arithmetic, so equal bit for bit), written into ``out`` when given (no allocation)."""
-        S = self.n_servers
-        if out is None:
-            out = np.empty((S, 4))
-        g = self._gpu_buf
-        np.minimum(self.gpu_load, 1.0, out=g)
-        np.add.reduceat(g, self.server_first_gpu, out=self._srv_buf)
-        np.divide(self._srv_buf, self.server_n_gpus, out=out[:, 0])
-        np.divide(self.cpu_use, self.cpu_cap, out=out[:, 1])
-        np.divide(self.mem_use, self.mem_cap, out=out[:, 2])
-        np.divide(self.net_mbps, self.net_cap_mbps, out=out[:, 3])
+    def utilisation_matrix(self) -> np.ndarray:
+        """(S, 4) actual use / capacity of (GPU, CPU, memory, network); a GPU counts at most fully used.
+        (The env computes the same in ``kernels.destinations``; tests compare the two.)"""
+        out = np.empty((self.n_servers, 4))
+        out[:, 0] = np.add.reduceat(np.minimum(self.gpu_load, 1.0), self.server_first_gpu) / self.server_n_gpus
+        out[:, 1] = self.cpu_use / self.cpu_cap
+        out[:, 2] = self.mem_use / self.mem_cap
+        out[:, 3] = self.net_mbps / self.net_cap_mbps
         return out
 
     def utilisation(self) -> dict[str, np.ndarray]:
-        """Per-server utilisation of each resource type (actual usage / capacity)."""
-        f, n = self.server_first_gpu, self.server_n_gpus
-        gpu = np.add.reduceat(np.minimum(self.gpu_load, 1.0), f) / n
-        return {
-            "gpu": gpu,
-            "cpu": self.cpu_use / self.cpu_cap,
-            "mem": self.mem_use / self.mem_cap,
-            "net": self.net_mbps / (self.nic_gbps * 125.0),
-        }
+        """Per-server utilisation of each resource type (actual usage / capacity): the columns of
+        :meth:`utilisation_matrix` by name."""
+        u = self.utilisation_matrix()
+        return {"gpu": u[:, 0], "cpu": u[:, 1], "mem": u[:, 2], "net": u[:, 3]}
 
 
 def _tid(task) -> int:
