@@ -1,3 +1,3 @@
-"""PPO agents for clustergym: SB3 policies (:mod:`agents.policies`), behaviour cloning from a heuristic
-(:mod:`agents.bc`), shared evaluation (:mod:`agents.evaluate`) and loading saved agents (:mod:`agents.io`).
+"""PPO agents for clustergym: SB3 policies (:mod:`clustergym.agents.policies`), behaviour cloning from a heuristic
+(:mod:`clustergym.agents.bc`), shared evaluation (:mod:`clustergym.agents.evaluate`) and loading saved agents (:mod:`clustergym.agents.io`).
 Training: ``python train/ppo.py`` (docs/training.md)."""

@@ -62,8 +62,8 @@ def _env(env_id: str, config: dict | None, wrap: Callable | None):
 def collect(expert: str, env_id: str, config: dict | None, seeds: Iterable[int], gamma: float = 0.99,
             max_steps: int | None = 5000, wrap: Callable | None = None) -> dict[str, Any]:
     """``wrap(env)``, if given, wraps the env the returns are computed on (the training reward, e.g.
-    :class:`agents.relative_reward.RelativeToHeuristic`), so the cloned critic matches what PPO will see."""
-    import baselines
+    :class:`clustergym.agents.relative_reward.RelativeToHeuristic`), so the cloned critic matches what PPO will see."""
+    from clustergym import baselines
 
     env = _env(env_id, config, wrap)
     agent = baselines.make(expert, env=env)
@@ -77,7 +77,7 @@ def collect(expert: str, env_id: str, config: dict | None, seeds: Iterable[int],
 
 def _command_of(env, action: int):
     """The baselines.Command an env action stands for (None for "end round")."""
-    from baselines.base import Command
+    from clustergym.baselines.base import Command
 
     u = env.unwrapped
     rc = u.decode(action)
@@ -110,7 +110,7 @@ def collect_dagger(policy, expert: str, env_id: str, config: dict | None, seeds:
                    gamma: float = 0.99, max_steps: int | None = 2000, wrap: Callable | None = None) -> dict[str, Any]:
     """Roll out ``policy`` (an SB3 policy, greedy masked actions) and label each visited state with ``expert``'s
     action (DAgger). Same format as :func:`collect`; ``returns`` are the learner's discounted returns."""
-    import baselines
+    from clustergym import baselines
 
     env = _env(env_id, config, wrap)
     agent = baselines.make(expert, env=env)

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from eval.stats import fmt_num, t_interval, t_quantile
+from clustergym.eval.stats import fmt_num, t_interval, t_quantile
 
 # metrics of sim.summary() reported in the results table (plus episode_return), and which way is better
 TABLE_METRICS: tuple[str, ...] = ("episode_return", "mean_jct", "mean_jct_censored", "p99_jct", "deadline_ratio", "accuracy_ratio",
@@ -28,7 +28,7 @@ def t95(df: int) -> float:
 def make_env(env_id: str, config: dict | None = None, **overrides: Any):
     import gymnasium as gym
 
-    import envs  # noqa: F401  (registers the scenarios)
+    import clustergym  # noqa: F401  (registers the scenarios)
 
     kw = {**dict(config or {}), **overrides}
     kw.setdefault("render_mode", None)
@@ -38,7 +38,7 @@ def make_env(env_id: str, config: dict | None = None, **overrides: Any):
 def _predict_fn(policy: Any, env) -> tuple[str, Any]:
     """(name, fn(obs, mask) -> int action)."""
     if isinstance(policy, str):
-        import baselines
+        from clustergym import baselines
 
         agent = baselines.make(policy, env=env)
         return policy, lambda obs, mask: int(agent.predict(obs, action_masks=mask)[0])

@@ -56,7 +56,7 @@ def run_config(model_path: Path) -> dict | None:
 
 def load_agent(path: str | os.PathLike, env=None, device: str = "cpu", algo: str | None = None, warn: bool = True):
     """Load a saved agent (MaskablePPO or PPO). See the module warning about pickles."""
-    import agents.policies  # noqa: F401  (custom policy classes must be importable)
+    import clustergym.agents.policies  # noqa: F401  (custom policy classes must be importable)
 
     if warn:
         warnings.warn(PICKLE_WARNING, UserWarning, stacklevel=2)

@@ -1,4 +1,4 @@
-"""Policies for Stable-Baselines3 on :class:`envs.gym_env.ClusterEnv` (see docs/training.md, "Architecture").
+"""Policies for Stable-Baselines3 on :class:`clustergym.gym_env.ClusterEnv` (see docs/training.md, "Architecture").
 
 Two networks, each usable with ``sb3_contrib.MaskablePPO`` (default, masks from ``env.action_masks()``) and
 with plain ``stable_baselines3.PPO``:
@@ -78,7 +78,7 @@ def gpu_stats(gpu_loads: th.Tensor) -> th.Tensor:
     return th.stack((mean, mx, mn, idle), dim=-1)
 
 
-# server feature columns (envs.observation.SERVER_COLUMNS) and task columns used by the derived pair features
+# server feature columns (clustergym.observation.SERVER_COLUMNS) and task columns used by the derived pair features
 S_UTIL = slice(1, 5)      # util_gpu, util_cpu, util_mem, util_net
 S_FREE_GMEM, S_FREE_CPU, S_FREE_MEM, S_OVER = 5, 6, 7, 10
 T_IS_PS, T_GMEM, T_GUTIL, T_CPU, T_MEM = 5, 6, 7, 8, 9
@@ -96,9 +96,9 @@ def _unsq(x: th.Tensor) -> th.Tensor:
 def job_columns(task_dim: int) -> dict[str, int]:
     """Indices of the job-level task columns the row features read (``urgency``, ``job_index``,
     ``deadline_slack``, ``placed_share``). They are in the observation's fixed prefix
-    (:data:`envs.observation.FIXED_TASK_COLUMNS`), so they do not depend on the model catalogue or the
+    (:data:`clustergym.observation.FIXED_TASK_COLUMNS`), so they do not depend on the model catalogue or the
     env's ``loss_history``."""
-    from envs.observation import FIXED_TASK_COLUMNS as names
+    from clustergym.observation import FIXED_TASK_COLUMNS as names
 
     if task_dim < len(names):
         raise ValueError(f"task width {task_dim} is narrower than the observation's fixed columns ({len(names)})")

@@ -56,7 +56,7 @@ class RelativeToHeuristic(gym.Wrapper):
         self._total = 0.0
 
     def _heuristic_curve(self, seed: int, options: dict | None) -> None:
-        import baselines
+        from clustergym import baselines
 
         if self._twin is None:
             self._twin = self._make_twin()

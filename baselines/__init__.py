@@ -1,7 +1,7 @@
 """Heuristic scheduler baselines: ``make(name, env=None, **params)`` and ``available()``.
 
-``make(name)`` returns the core-level policy (drive a Simulator with :func:`baselines.base.run`);
-``make(name, env)`` wraps it in :class:`baselines.agent.HeuristicAgent` for the Gymnasium env (SB3-style
+``make(name)`` returns the core-level policy (drive a Simulator with :func:`clustergym.baselines.base.run`);
+``make(name, env)`` wraps it in :class:`clustergym.baselines.agent.HeuristicAgent` for the Gymnasium env (SB3-style
 ``predict``). See docs/baselines.md.
 """
 from __future__ import annotations

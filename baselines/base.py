@@ -1,13 +1,13 @@
 """Shared machinery of the heuristic schedulers.
 
-A policy sees the :class:`~envs.core.engine.Simulator` (read-only) and a :class:`View`: the tasks it may
+A policy sees the :class:`~clustergym.core.engine.Simulator` (read-only) and a :class:`View`: the tasks it may
 place, the running tasks it may move, and the servers it may use. It answers with its commands in order
 of preference (:meth:`Policy.preferences`, a lazy generator). Two drivers consume that:
 
 - :func:`run` drives a bare Simulator: the view is every ready task, every running task on an overloaded
   server and every server; the first valid preference is executed, until the policy has none left
   (the round ends) -- no Gymnasium needed;
-- :class:`baselines.agent.HeuristicAgent` drives the Gymnasium env: the view is the env's candidate
+- :class:`clustergym.baselines.agent.HeuristicAgent` drives the Gymnasium env: the view is the env's candidate
   window and destination columns, and the first preference the action mask allows is returned. So a
   heuristic sees exactly the task window an agent sees.
 
@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from envs.core.job import Job, JobState, Task, TaskState
+from clustergym.core.job import Job, JobState, Task, TaskState
 
 if TYPE_CHECKING:
-    from envs.core.engine import Simulator
+    from clustergym.core.engine import Simulator
 
 # ---------------------------------------------------------------------------------------------- commands
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from envs.core.job import Job
+from clustergym.core.job import Job
 
 from .base import Command, Policy, View, sim_cache, spread_order
 

@@ -17,7 +17,7 @@ from typing import Iterator
 
 import numpy as np
 
-from envs.core.job import TaskState
+from clustergym.core.job import TaskState
 
 from .base import Command, Policy, View, job_servers, restrict, server_mask, task_gpu_use
 

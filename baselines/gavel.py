@@ -36,7 +36,7 @@ from typing import Iterator
 
 import numpy as np
 
-from envs.core.job import Job
+from clustergym.core.job import Job
 
 from .base import Command, Policy, View, current_iters, job_servers, running_time, sim_cache
 

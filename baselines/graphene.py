@@ -21,7 +21,7 @@ from typing import Iterator
 
 import numpy as np
 
-from envs.core.job import Job
+from clustergym.core.job import Job
 
 from .base import Command, Policy, View, remaining_time, sim_cache
 

@@ -3,7 +3,7 @@
 Service of job n: H_n = R_n^r x T̄_n, rounds (iterations) done times the heterogeneity-averaged round
 time. Hare groups GPUs so that every group shows each job the same speed and takes T̄_n from the
 groups' average speed; we skip the grouping step and take T̄_n directly as the job's iteration time
-averaged over the cluster's GPUs (:func:`baselines.base.ref_iter_time`), which is what the grouping
+averaged over the cluster's GPUs (:func:`clustergym.baselines.base.ref_iter_time`), which is what the grouping
 approximates. Jobs sit in K queues by H_n (new jobs in Q_1, demotion only); the highest non-empty
 queue is served, a partially scheduled job first, otherwise FIFO.
 
@@ -23,7 +23,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from envs.core.job import Job
+from clustergym.core.job import Job
 
 from .base import Command, Policy, View, current_iters, job_servers, ref_iter_time
 

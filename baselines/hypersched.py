@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from envs.core.job import Job
+from clustergym.core.job import Job
 
 from .base import Command, Policy, View, current_iters, pack_order, ref_iter_time
 

@@ -23,7 +23,7 @@ and a parameter-server task gets the highest priority. Our readings (documented 
   the queue. |d_k - t| and r_k are floored at ``min_time_s`` (1 minute); a passed deadline keeps the
   printed formula's negative sign (the deadline can no longer be met, the term stops pushing).
 
-Placement: MLFS §3.3.2 ideal virtual host (:func:`baselines.base.ideal_host_order`) among the
+Placement: MLFS §3.3.2 ideal virtual host (:func:`clustergym.baselines.base.ideal_host_order`) among the
 underloaded servers that the task would not overload (``server_mask(..., "headroom")``); the engine
 then picks the server's least-loaded GPU. Migration (§3.3.3): on each overloaded server, the ideal
 virtual task among the lowest-priority ``p_s`` share of the tasks on its overloaded GPUs (all its
@@ -33,14 +33,14 @@ queue; ordering them first is our simplification).
 """
 from __future__ import annotations
 
-from envs.core.loadcontrol import LoadControl
+from clustergym.core.loadcontrol import LoadControl
 
 import math
 from dataclasses import dataclass
 from typing import Iterator
 
 
-from envs.core.job import Job, Task, TaskState
+from clustergym.core.job import Job, Task, TaskState
 
 from .base import (Command, comm_to_servers, current_iters, job_fits, sim_cache, effective_overload, hot_gpus, Policy, View, ideal_host_order, ideal_task_choice, overloaded_resources, ref_iter_time, remaining_time,
                    restrict, server_mask, server_util_matrix, waiting_time)
@@ -220,7 +220,7 @@ class MLFH(Policy):
                 yield Command("requeue", pick.tid)
 
 
-# MLF-C lives in the simulator core so any policy can switch it on (envs.core.loadcontrol).
+# MLF-C lives in the simulator core so any policy can switch it on (clustergym.core.loadcontrol).
 MLFC = LoadControl
 
 

@@ -21,7 +21,7 @@ import bisect
 from dataclasses import dataclass
 from typing import Iterator
 
-from envs.core.job import Job, JobState
+from clustergym.core.job import Job, JobState
 
 from .base import Command, Policy, View, pack_order, running_time
 

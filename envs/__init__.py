@@ -1,7 +1,7 @@
 """clustergym: a Gymnasium environment of a GPU cluster running DAG-structured DL training jobs.
 
-``import envs`` registers the scenarios of :mod:`envs.scenarios` (``clustergym/GPUCluster-v0`` and named
-variants). The simulator core (:mod:`envs.core`) does not depend on Gymnasium.
+``import clustergym`` registers the scenarios of :mod:`clustergym.scenarios` (``clustergym/GPUCluster-v0`` and named
+variants). The simulator core (:mod:`clustergym.core`) does not depend on Gymnasium.
 """
 from __future__ import annotations
 

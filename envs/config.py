@@ -1,9 +1,9 @@
 """Typed configuration of the Gymnasium environment (:class:`EnvConfig`).
 
 Build it directly, from a dict (``EnvConfig.from_dict``) or from YAML (``EnvConfig.from_yaml``). Unknown
-keys are rejected by name, at the top level and inside the nested ``sim`` (:class:`envs.core.engine.SimConfig`
-fields), ``mapping`` (:class:`envs.core.mapping.MappingConfig` fields) and ``generator`` (keyword arguments
-of :func:`envs.core.generator.generate_trace`) dicts.
+keys are rejected by name, at the top level and inside the nested ``sim`` (:class:`clustergym.core.engine.SimConfig`
+fields), ``mapping`` (:class:`clustergym.core.mapping.MappingConfig` fields) and ``generator`` (keyword arguments
+of :func:`clustergym.core.generator.generate_trace`) dicts.
 
 ``gymnasium.make("clustergym/GPUCluster-v0", **fields)`` accepts every field below as a keyword, plus
 ``config=`` (an EnvConfig, a dict or a YAML path) that the keywords then override.
@@ -29,17 +29,17 @@ class ConfigError(ValueError):
 
 @dataclass
 class EnvConfig:
-    """Every knob of :class:`envs.gym_env.ClusterEnv`.
+    """Every knob of :class:`clustergym.gym_env.ClusterEnv`.
 
     Cluster
-      ``cluster``: preset name (``envs.core.presets.cluster_preset``: mlfs-80, mlfs-2474, hare-160, gavel-108,
+      ``cluster``: preset name (``clustergym.core.presets.cluster_preset``: mlfs-80, mlfs-2474, hare-160, gavel-108,
       pai-2020, tiny-8, hetero-16); ``cluster_file``: a cluster file (``load_cluster``), overrides ``cluster``.
     Workload
       ``workload``: ``"philly"`` (windows of the bundled Philly trace, or ``trace_path``) or ``"generator"``
-      (:func:`envs.core.generator.generate_trace` with ``generator`` keyword arguments; ``load`` defaults to 1).
+      (:func:`clustergym.core.generator.generate_trace` with ``generator`` keyword arguments; ``load`` defaults to 1).
       ``window_jobs``: jobs per episode. ``window_start``: fix the window start (seconds into the chosen split
       of the trace); None = drawn from ``self.np_random`` uniformly over job indices of the split.
-      ``split``: ``"train"`` or ``"test"``; the trace is cut by :func:`envs.core.traces.split_trace` at
+      ``split``: ``"train"`` or ``"test"``; the trace is cut by :func:`clustergym.core.traces.split_trace` at
       ``train_fraction`` of its jobs (MLFS trained MLF-RL on the first 50 %), so train and test windows are disjoint.
       ``max_job_gpus``: trace jobs asking for more GPUs are dropped before windowing (None = the cluster's
       GPU count: larger jobs could never run). Mapped jobs whose tasks together need more CPU, memory or

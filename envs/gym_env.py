@@ -37,7 +37,7 @@ class ClusterEnv(gym.Env):
     candidate again in that round (no ping-pong), so every round is finite.
 
     **Observation** (``spaces.Dict``, float32 arrays of fixed shape, plus the mask; feature tables and scales
-    in docs/env.md and :mod:`envs.observation`):
+    in docs/env.md and :mod:`clustergym.observation`):
 
     - ``tasks`` (W, F): one row per candidate task, zeros for padding rows (``present`` = 0). Row order:
       migration candidates first (running tasks on overloaded servers, by server index then task id; at most

@@ -1,6 +1,6 @@
 """Compiled (numba) kernels for the env's per-step numeric work.
 
-A step of :class:`envs.gym_env.ClusterEnv` reads a few small arrays (20 servers by default) many times. As
+A step of :class:`clustergym.gym_env.ClusterEnv` reads a few small arrays (20 servers by default) many times. As
 numpy calls, which cost about 1 us each in call overhead alone, that was some 65 calls per step plus per-row
 Python; each kernel here does one block of it in a single call: :func:`destinations` (utilisation, ideal-host
 distances, destination columns, free resources), :func:`fit_mask` (the action mask's fit test),

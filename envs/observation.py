@@ -1,4 +1,4 @@
-"""Observation layout and builder for :class:`envs.gym_env.ClusterEnv` (MLFS §3.4 state).
+"""Observation layout and builder for :class:`clustergym.gym_env.ClusterEnv` (MLFS §3.4 state).
 
 All arrays are float32 with fixed shapes. Unbounded non-negative quantities are squashed with
 ``sq(x) = x / (1 + x)`` (0 -> 0, 1 -> 0.5, inf -> 1); signed ones with ``ssq(x) = x / (1 + |x|)``.
@@ -166,7 +166,7 @@ class ObservationBuilder:
 
     def _refresh_job_row(self, job, row: int, key: tuple, now: float) -> None:
         """Compute the job's dynamic columns (JOB_DYNAMIC_HEAD and the loss reductions) into row ``row``
-        (:func:`envs.kernels.job_dynamic`)."""
+        (:func:`clustergym.kernels.job_dynamic`)."""
         per_job = self._job_consts.get(job)
         if per_job is None:  # the job's curves and mean iteration time, looked up once per episode
             cx, closs, cacc = self._curve(job)
@@ -191,7 +191,7 @@ class ObservationBuilder:
         builder). From the env's step: the destination servers ``dest`` (the first ``k`` real), every server's
         clipped utilisation ``U`` (S, 4) and distance to the ideal host ``dist`` (S,), the cluster overload
         degree of ``U``, and ``free`` (3, >= k): largest free GPU memory, free CPU cores and free memory of
-        the destinations (see :func:`envs.kernels.destinations`)."""
+        the destinations (see :func:`clustergym.kernels.destinations`)."""
         now = sim.now
         ts = self.ts
         c = sim.cluster

@@ -1,4 +1,4 @@
-"""Rendering for :class:`envs.gym_env.ClusterEnv`: "ansi" (text snapshot) and "rgb_array" (numpy-only image).
+"""Rendering for :class:`clustergym.gym_env.ClusterEnv`: "ansi" (text snapshot) and "rgb_array" (numpy-only image).
 
 The rgb image shows GPU occupancy over the last ``render_history`` decision points: one column per snapshot
 (oldest left), one row per GPU (at most 512 rows; larger clusters are sampled evenly), coloured by the id of

@@ -35,7 +35,7 @@ def register_all() -> None:
     for env_id, kwargs in SCENARIOS.items():
         if env_id in gym.registry:
             continue
-        gym.register(id=env_id, entry_point="envs.gym_env:ClusterEnv", max_episode_steps=None,
+        gym.register(id=env_id, entry_point="clustergym.gym_env:ClusterEnv", max_episode_steps=None,
                      kwargs=dict(kwargs), disable_env_checker=False)
 
 

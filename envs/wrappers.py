@@ -1,4 +1,4 @@
-"""Wrappers for :class:`envs.gym_env.ClusterEnv`.
+"""Wrappers for :class:`clustergym.gym_env.ClusterEnv`.
 
 :class:`MOReward` turns the scalar reward into MLFS's five objectives (MO-Gymnasium convention: the reward is a
 ``np.ndarray`` float32 of shape (5,) and the wrapper has a ``reward_space`` Box(5,)), without needing

@@ -1,6 +1,6 @@
-"""``python -m eval ...`` = ``python eval/compare.py ...`` (see eval/compare.py)."""
+"""``python -m clustergym.eval ...`` = ``python eval/compare.py ...`` (see eval/compare.py)."""
 import sys
 
-from eval.compare import main
+from clustergym.eval.compare import main
 
 sys.exit(main())

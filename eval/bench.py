@@ -18,10 +18,10 @@ import time
 
 import numpy as np
 
-from envs.core.engine import SimConfig, Simulator
-from envs.core.mapping import to_job_specs
-from envs.core.presets import cluster_preset
-from envs.core.traces import load_philly
+from clustergym.core.engine import SimConfig, Simulator
+from clustergym.core.mapping import to_job_specs
+from clustergym.core.presets import cluster_preset
+from clustergym.core.traces import load_philly
 
 
 def fifo_first_fit(sim: Simulator) -> None:

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import gymnasium as gym
 import numpy as np
 
-import envs  # noqa: F401
+import clustergym  # noqa: F401
 
 
 def greedy(u, rng):
@@ -67,8 +67,8 @@ _PARTS = (("sim", "place", "simulator"), ("sim", "migrate", "simulator"), ("sim"
 @contextmanager
 def _timed_parts(acc: Counter):
     """Wrap the methods of _PARTS (on their classes) to add their thread CPU time to ``acc``."""
-    from envs.core.engine import Simulator
-    from envs.gym_env import ClusterEnv
+    from clustergym.core.engine import Simulator
+    from clustergym.gym_env import ClusterEnv
 
     owners = {"sim": Simulator, "env": ClusterEnv}
     saved = []

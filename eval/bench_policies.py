@@ -13,8 +13,8 @@ import time
 import gymnasium as gym
 import numpy as np
 
-import baselines
-import envs  # noqa: F401  (registers the ids)
+from clustergym import baselines
+import clustergym  # noqa: F401  (registers the ids)
 
 
 def bench(env_id: str, name: str, seed: int, window_jobs: int | None, max_steps: int) -> dict:

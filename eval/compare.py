@@ -10,7 +10,7 @@ t-intervals and MLFS relative differences, MLFS-style figures and a one-page Mar
 
 **Policy spec**: ``[label=]name[:key=value,...]`` (a heuristic of ``baselines.available()`` with parameters,
 values parsed as YAML) or ``[label=]path.zip`` (a saved agent, loaded lazily in the worker with
-``agents.io.load_agent``). **Scenario spec**: ``[label=]env_id[:key=value,...]`` (EnvConfig fields as
+``clustergym.agents.io.load_agent``). **Scenario spec**: ``[label=]env_id[:key=value,...]`` (EnvConfig fields as
 ``gymnasium.make`` keywords; dotted keys for nested dicts: ``generator.load=2``). ``--set`` overrides apply to
 every scenario. ``--loads 0.25 0.5 1 2 3`` expands each scenario into a load sweep: ``--load-mode jobs``
 scales ``window_jobs`` by x, ``--load-mode generator`` sets ``generator.load = x`` (generator workloads).
@@ -37,8 +37,6 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-if __package__ in (None, ""):  # run as a script: make the repository importable (and the worker picklable)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
@@ -154,8 +152,8 @@ def parse_scenario(spec: str) -> dict:
 def base_window_jobs(env_id: str, kwargs: dict) -> int:
     if "window_jobs" in kwargs:
         return int(kwargs["window_jobs"])
-    from envs.config import EnvConfig
-    from envs.scenarios import SCENARIOS
+    from clustergym.config import EnvConfig
+    from clustergym.scenarios import SCENARIOS
 
     return int(SCENARIOS.get(env_id, {}).get("window_jobs", EnvConfig().window_jobs))
 
@@ -205,7 +203,7 @@ def make_runs(policies: list[dict], scenarios: list[dict], seeds: Iterable[int],
 
 def _load_policy(spec: dict, env):
     if spec["kind"] == "heuristic":
-        import baselines
+        from clustergym import baselines
 
         return baselines.make(spec["name"], env, **spec.get("params", {}))
     try:
@@ -215,9 +213,9 @@ def _load_policy(spec: dict, env):
     except ImportError:
         pass
     try:
-        from agents.io import load_agent
+        from clustergym.agents.io import load_agent
     except ImportError as e:  # the colleague's module is not there yet
-        raise RuntimeError(f"cannot load agent {spec['path']!r}: agents.io.load_agent is not available ({e})") from e
+        raise RuntimeError(f"cannot load agent {spec['path']!r}: clustergym.agents.io.load_agent is not available ({e})") from e
     try:
         return load_agent(spec["path"], env=env)
     except TypeError:
@@ -238,7 +236,7 @@ def run_one(run: dict, out_dir: str) -> dict:
     import gymnasium as gym
     import pandas as pd
 
-    import envs  # noqa: F401  (registers the ids)
+    import clustergym  # noqa: F401  (registers the ids)
 
     t_start = time.perf_counter()
     env = gym.make(run["env_id"], disable_env_checker=True, **run["env_kwargs"])
@@ -322,7 +320,7 @@ def sweep(runs: list[dict], out_dir: str | os.PathLike, workers: int = 2, mp_con
                 failed[r["key"]] = f"{type(e).__name__}: {e}"
             bar.update(1)
     elif todo:
-        from eval import compare as _self  # the importable module, so the worker pickles by module name
+        from clustergym.eval import compare as _self  # the importable module, so the worker pickles by module name
 
         ctx = multiprocessing.get_context(mp_context)
         ex = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx)
@@ -377,7 +375,7 @@ def aggregate(out_dir: str | os.PathLike, runs: list[dict] | None = None, refere
               title: str = "Evaluation sweep", notes: str = "", figures: bool = True, bootstrap: int = 0,
               meta: dict | None = None) -> dict:
     """Write episodes.csv, jobs.csv, summary_long.csv, summary.csv/.md, figures and report.md."""
-    from eval import plots, report, stats
+    from clustergym.eval import plots, report, stats
 
     out_dir = Path(out_dir)
     ep, jb = collect(out_dir, runs)
@@ -446,7 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import signal
 
     signal.signal(signal.SIGTERM, _sigterm)
-    from eval import experiments
+    from clustergym.eval import experiments
 
     if a.list_experiments:
         for name, fn in experiments.EXPERIMENTS.items():
@@ -481,7 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     agg = aggregate(out, runs, reference=reference, title=title, notes=notes, figures=not a.no_figures,
                     bootstrap=a.bootstrap, meta=meta)
     if exp is not None and exp.get("claims"):
-        from eval import report
+        from clustergym.eval import report
 
         claims = exp["claims"](agg)
         report.write_claims(out, claims)

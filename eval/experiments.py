@@ -209,8 +209,8 @@ def _claims_ablation(agg) -> list[dict]:
 
 def hare_clusters():
     """Three 32-GPU clusters (8 servers x 4 GPUs) of increasing heterogeneity (Hare §5 levels)."""
-    from envs.core.hardware import ClusterSpec, ServerSpec
-    from envs.core.presets import PCIE3_GBPS
+    from clustergym.core.hardware import ClusterSpec, ServerSpec
+    from clustergym.core.presets import PCIE3_GBPS
 
     def mk(name, types):
         host = {"V100": (32, 244), "T4": (48, 192), "K80": (16, 244), "M60": (64, 488)}
@@ -226,7 +226,7 @@ def hare_clusters():
 @experiment
 def hare_hetero(out: Path, quick: bool = False, seeds=None) -> dict:
     """Hare: HLAS vs 2D-LAS (tiresias) and FIFO over heterogeneity levels (V100; V100+K80; four types)."""
-    from envs.core.presets import save_cluster
+    from clustergym.core.presets import save_cluster
 
     jobs = 15 if quick else 60
     seeds = seeds or ([0] if quick else [0, 1, 2, 3])

@@ -4,7 +4,7 @@ Writes, under ``envs/data/``:
 
 - ``model_speeds.csv`` (``model,gpu_type,iteration_time_s,source``): the *measured* one-GPU iteration times
   of the catalogue models (the run time fills the missing cells, see
-  :func:`envs.core.catalogue_data.fill_missing_speeds`).
+  :func:`clustergym.core.catalogue_data.fill_missing_speeds`).
 - ``learning_curves.csv`` (``model,x,accuracy,loss,source``): Pollux validation curves resampled to
   <= 64 points over progress ``x = iteration / last iteration``.
 - ``pai_2020_machine_groups.csv``: the Alibaba PAI 2020 machine spec aggregated into identical-server groups.
@@ -237,9 +237,8 @@ def write_pai(traces: Path, out: Path) -> Path:
 
 # ----------------------------------------------------------------------------------------------- docs
 def speed_table() -> str:
-    sys.path.insert(0, str(ROOT))
-    from envs.core.catalogue_data import CATALOGUE, SPEED_SOURCES, model_names
-    from envs.core.hardware import GPU_TYPES
+    from clustergym.core.catalogue_data import CATALOGUE, SPEED_SOURCES, model_names
+    from clustergym.core.hardware import GPU_TYPES
 
     types = list(GPU_TYPES)
     lines = ["| model | batch | " + " | ".join(types) + " |", "|---|---:|" + "---:|" * len(types)]
@@ -255,7 +254,7 @@ def speed_table() -> str:
 
 
 def fit_curve_shapes(path: Path = DEFAULT_OUT / "learning_curves.csv") -> dict[str, tuple[float, float]]:
-    """Grid-fit ``k`` and ``scale`` of :func:`envs.core.curves.power_law_curve` to each bundled measured curve
+    """Grid-fit ``k`` and ``scale`` of :func:`clustergym.core.curves.power_law_curve` to each bundled measured curve
     (a0 and a_max pinned to the curve's first and last accuracy). catalogue_data's parametric families use
     the fitted shape of their nearest measured model."""
     pts: dict[str, list[tuple[float, float]]] = {}

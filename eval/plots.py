@@ -179,7 +179,7 @@ def _finish_panels(fig, axes, n_used: int, title: str, path: Path) -> Path:
 
 def all_figures(episodes, jobs, long, load_long, fig_dir: Path, order: Sequence[str],
                 reference: str | None = None) -> list[Path]:
-    from eval.compare import safe_name
+    from clustergym.eval.compare import safe_name
 
     fig_dir = Path(fig_dir)
     out: list[Path] = []

@@ -20,8 +20,8 @@ import time
 import gymnasium as gym
 import numpy as np
 
-import baselines
-import envs  # noqa: F401  (registers the ids)
+from clustergym import baselines
+import clustergym  # noqa: F401  (registers the ids)
 
 MLFS = "clustergym/MLFS80-Philly-v0"
 HETERO = "clustergym/Hetero-v0"

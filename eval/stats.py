@@ -135,7 +135,7 @@ def rel_diff(y: float, z: float) -> float:
 
 # --------------------------------------------------------------------------- tables
 
-# Summary metrics of the core (envs.core.metrics.Metrics.summary) plus the runner's timing columns.
+# Summary metrics of the core (clustergym.core.metrics.Metrics.summary) plus the runner's timing columns.
 SUMMARY_METRICS: tuple[str, ...] = (
     "mean_jct", "p50_jct", "p99_jct", "makespan", "deadline_ratio", "mean_accuracy", "accuracy_ratio",
     "bandwidth_mb", "mean_waiting", "overload_occurrences", "overload_server_hours", "migrations",

@@ -21,9 +21,9 @@ import time
 import gymnasium as gym
 import numpy as np
 
-import baselines
-import envs  # noqa: F401
-from eval.bench_env import greedy
+from clustergym import baselines
+import clustergym  # noqa: F401
+from clustergym.eval.bench_env import greedy
 
 DEFAULT = "clustergym/GPUCluster-v0"
 HETERO = "clustergym/Hetero-v0"

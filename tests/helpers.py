@@ -1,10 +1,10 @@
 """Hand-built models and clusters for unit tests whose numbers must be computable by hand."""
 from __future__ import annotations
 
-from envs.core.catalogue import ModelProfile
-from envs.core.curves import LearningCurve
-from envs.core.hardware import ClusterSpec, ServerSpec
-from envs.core.workload import JobSpec
+from clustergym.core.catalogue import ModelProfile
+from clustergym.core.curves import LearningCurve
+from clustergym.core.hardware import ClusterSpec, ServerSpec
+from clustergym.core.workload import JobSpec
 
 LINEAR = LearningCurve(x=(0.0, 1.0), accuracy=(0.0, 1.0), loss=(1.0, 0.0), source="test")
 

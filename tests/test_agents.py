@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch as th
 
-import envs  # noqa: F401
-from agents.bc import agreement, behaviour_clone, collect, collect_dagger, disagreement_split, merge
-from agents.evaluate import evaluate, make_env, paired_table, results_table, summarize, t95
-from agents.policies import MASKED_LOGIT, masked_logits, policy_spec
+import clustergym  # noqa: F401
+from clustergym.agents.bc import agreement, behaviour_clone, collect, collect_dagger, disagreement_split, merge
+from clustergym.agents.evaluate import evaluate, make_env, paired_table, results_table, summarize, t95
+from clustergym.agents.policies import MASKED_LOGIT, masked_logits, policy_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_ID = "clustergym/GPUCluster-v0"
@@ -130,8 +130,8 @@ def test_saved_agent_reloads_in_subprocess_with_identical_actions(tmp_path):
             break
     script = f"""
 import json, warnings, envs
-from agents.io import load_agent
-from agents.evaluate import make_env
+from clustergym.agents.io import load_agent
+from clustergym.agents.evaluate import make_env
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
     model = load_agent({str(tmp_path / 'agent.zip')!r})
@@ -153,9 +153,9 @@ print(json.dumps(acts))
 
 
 def test_row_feature_columns_match_the_observation_layout():
-    from envs.core.catalogue_data import model_names
-    from envs.observation import task_columns
-    from agents.policies import job_columns
+    from clustergym.core.catalogue_data import model_names
+    from clustergym.observation import task_columns
+    from clustergym.agents.policies import job_columns
 
     for h, models in ((5, model_names()), (3, model_names()), (1, model_names()[:2])):
         names = task_columns(models, h)

@@ -7,14 +7,14 @@ import math
 import numpy as np
 import pytest
 
-import baselines
-from baselines.base import Command, View, execute, ideal_host_order, job_fits, overloaded_resources, run, server_mask
-from baselines.gavel import solve_max_min
-from baselines.hlas import HLAS, eft_split, single_gpu_toy
-from baselines.mlfs import MLFC, MLFH, loss_ratio
-from baselines.tiresias import Tiresias, queue_index
-from envs.core.engine import SimConfig, Simulator
-from envs.core.hardware import ClusterSpec, ServerSpec
+from clustergym import baselines
+from clustergym.baselines.base import Command, View, execute, ideal_host_order, job_fits, overloaded_resources, run, server_mask
+from clustergym.baselines.gavel import solve_max_min
+from clustergym.baselines.hlas import HLAS, eft_split, single_gpu_toy
+from clustergym.baselines.mlfs import MLFC, MLFH, loss_ratio
+from clustergym.baselines.tiresias import Tiresias, queue_index
+from clustergym.core.engine import SimConfig, Simulator
+from clustergym.core.hardware import ClusterSpec, ServerSpec
 
 import helpers
 

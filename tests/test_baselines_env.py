@@ -9,8 +9,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import baselines
-import envs  # noqa: F401  (registers the ids)
+from clustergym import baselines
+import clustergym  # noqa: F401  (registers the ids)
 
 DEFAULT = "clustergym/GPUCluster-v0"
 HETERO = "clustergym/Hetero-v0"

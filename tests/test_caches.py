@@ -12,10 +12,10 @@ import gymnasium as gym
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import envs  # noqa: F401  (registers the ids)
-from envs.core.dag import critical_time, placement_plan
-from envs.core.job import JobState, TaskState
-from envs.observation import ObservationBuilder
+import clustergym  # noqa: F401  (registers the ids)
+from clustergym.core.dag import critical_time, placement_plan
+from clustergym.core.job import JobState, TaskState
+from clustergym.observation import ObservationBuilder
 
 DEFAULT = "clustergym/GPUCluster-v0"
 HETERO = "clustergym/Hetero-v0"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from envs.core import catalogue_data as cd
-from envs.core.catalogue import ModelProfile
-from envs.core.catalogue_data import CATALOGUE, SPEED_SOURCES, get_model, model_names
-from envs.core.hardware import GPU_TYPES
+from clustergym.core import catalogue_data as cd
+from clustergym.core.catalogue import ModelProfile
+from clustergym.core.catalogue_data import CATALOGUE, SPEED_SOURCES, get_model, model_names
+from clustergym.core.hardware import GPU_TYPES
 
 ROOT = Path(__file__).resolve().parents[1]
 GAVEL_JSON = ROOT.parent / "shared/traces/gavel/scheduler/simulation_throughputs.json"  # ../shared beside the repo
@@ -195,7 +195,7 @@ def test_import_does_not_read_shared(tmp_path):
             "    assert '/shared/' not in str(f), f\n"
             "    return real(f, *a, **k)\n"
             "builtins.open = guard; io.open = guard\n"
-            "import envs.core.catalogue_data as c; assert len(c.CATALOGUE) >= 13\n")
+            "import clustergym.core.catalogue_data as c; assert len(c.CATALOGUE) >= 13\n")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from envs.core.dag import build_tasks, iteration_time, layer_width, reference_iteration_time
+from clustergym.core.dag import build_tasks, iteration_time, layer_width, reference_iteration_time
 from helpers import job, toy_model
 
 CHAIN = toy_model()

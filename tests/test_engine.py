@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from envs.core.engine import InvalidCommand, SimConfig, Simulator
-from envs.core.job import TaskState
-from envs.core.loadcontrol import LoadControl
+from clustergym.core.engine import InvalidCommand, SimConfig, Simulator
+from clustergym.core.job import TaskState
+from clustergym.core.loadcontrol import LoadControl
 from helpers import cluster, job, models
 
 STILL = dict(usage_change_mean_s=0.0)  # constant resource use: hand-computable timings
@@ -291,7 +291,7 @@ def test_job_whose_tasks_together_exceed_the_cluster_is_rejected():
 def test_env_leaves_out_jobs_that_can_never_start_and_says_so():
     import gymnasium as gym
 
-    import envs  # noqa: F401
+    import clustergym  # noqa: F401
 
     # Hetero-v0 seed 0 (generator, 40 jobs) maps one job to 16 CPU-heavy replicas: 130 cores on a 128-core cluster
     env = gym.make("clustergym/Hetero-v0", window_jobs=40)

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import envs  # noqa: F401  (registers the ids)
-from envs.config import ConfigError, EnvConfig
-from envs.core.engine import InvalidCommand
-from envs.gym_env import InvalidAction
-from envs.wrappers import MOReward
+import clustergym  # noqa: F401  (registers the ids)
+from clustergym.config import ConfigError, EnvConfig
+from clustergym.core.engine import InvalidCommand
+from clustergym.gym_env import InvalidAction
+from clustergym.wrappers import MOReward
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = "clustergym/GPUCluster-v0"

@@ -2,8 +2,8 @@
 import gymnasium as gym
 import numpy as np
 
-import baselines
-import envs  # noqa: F401
+from clustergym import baselines
+import clustergym  # noqa: F401
 
 
 def _env(**kw):
@@ -51,7 +51,7 @@ def test_no_preemption_rows_by_default():
 def test_tiresias_preempts_through_the_env():
     """One server of 4 GPUs: job 0 (4 GPUs) runs past Tiresias's first queue threshold (3600 GPU-s = 900 s);
     job 1 (4 GPUs) arrives at 1000 s and sits in a higher queue, so Tiresias suspends job 0 for it."""
-    from envs.gym_env import ClusterEnv
+    from clustergym.gym_env import ClusterEnv
     from helpers import MODELS, cluster, job, models
 
     specs = [job(0, model="toy-none", R=4, iters=3000), job(1, submit=1000.0, model="toy-none", R=4, iters=100)]

@@ -3,7 +3,7 @@ import json
 
 import numpy as np
 
-from eval import compare, report
+from clustergym.eval import compare, report
 
 
 def _fake_runs(tmp_path, loads=(1.0,)):
@@ -54,7 +54,7 @@ def test_report_load_sweep(tmp_path):
     agg = compare.aggregate(tmp_path, runs, reference="mlf-h", figures=False)  # figures: covered above
     text = (tmp_path / "report.md").read_text()
     assert "## mean_jct by load factor x" in text and "x=0.5" in text and "x=2" in text
-    from eval import plots
+    from clustergym.eval import plots
 
     p = plots.load_curves(agg["load_long"], "sc", tmp_path / "load_sc.png", ["mlf-h", "fifo"])
     assert p is not None and p.read_bytes()[:4] == b"\x89PNG"

@@ -1,7 +1,7 @@
 """The sweep runner: per-run files, resume after interruption (only missing runs execute), parallel workers."""
 import json
 
-from eval import compare
+from clustergym.eval import compare
 
 SCEN = "tiny=clustergym/GPUCluster-v0:cluster=tiny-8,window_jobs=4,split=test"
 

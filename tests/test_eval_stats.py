@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eval import stats
+from clustergym.eval import stats
 
 
 @pytest.mark.parametrize("df,q", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (29, 2.0452), (120, 1.9799)])

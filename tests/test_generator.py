@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from envs.core import generator as G
-from envs.core import traces as T
-from envs.core.workload import JobSpec
+from clustergym.core import generator as G
+from clustergym.core import traces as T
+from clustergym.core.workload import JobSpec
 
 
 def test_fitted_constants_match_bundled_philly():
@@ -84,7 +84,7 @@ def test_gpu_weights_and_bootstrap_durations():
 
 
 def test_generate_job_specs(monkeypatch):
-    pytest.importorskip("envs.core.catalogue_data")
+    pytest.importorskip("clustergym.core.catalogue_data")
     a = G.generate(300, seed=12, cluster_gpus=80, load=1.2)
     b = G.generate(300, seed=12, cluster_gpus=80, load=1.2)
     assert a == b and all(isinstance(s, JobSpec) for s in a)

@@ -6,8 +6,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import envs  # noqa: F401  (registers the ids)
-from envs.config import OBJECTIVE_NAMES
+import clustergym  # noqa: F401  (registers the ids)
+from clustergym.config import OBJECTIVE_NAMES
 
 DEFAULT = "clustergym/GPUCluster-v0"
 
@@ -76,7 +76,7 @@ def test_scalar_env_has_no_reward_space():
 def test_masked_flat_observation_layout():
     from gymnasium.utils.env_checker import check_env
 
-    from envs.wrappers import MaskedFlatObservation
+    from clustergym.wrappers import MaskedFlatObservation
 
     env = MaskedFlatObservation(gym.make(DEFAULT, window_jobs=6))
     obs, _ = env.reset(seed=0)
@@ -91,7 +91,7 @@ def test_masked_flat_observation_layout():
 @pytest.mark.rllib
 def test_rllib_ppo_trains_with_masks(tmp_path):
     pytest.importorskip("ray.rllib")
-    from train.rllib_ppo import main
+    from clustergym.train.rllib_ppo import main
 
     # invalid_action="raise" inside make_env: one masked-out action would fail the iteration
     out = main(["--env", '{"window_jobs": 8}', "--iterations", "2", "--batch", "256", "--minibatch", "64",

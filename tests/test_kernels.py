@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from envs import kernels
+from clustergym import kernels
 
 _EPS = 1e-9
 

@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from envs.core import mapping as M
-from envs.core import traces as T
-from envs.core.catalogue import ModelProfile
-from envs.core.curves import power_law_curve
-from envs.core.workload import JobSpec
+from clustergym.core import mapping as M
+from clustergym.core import traces as T
+from clustergym.core.catalogue import ModelProfile
+from clustergym.core.curves import power_law_curve
+from clustergym.core.workload import JobSpec
 
 FAKE = {  # name: (parallelism, max_partitions, V100 s/iteration)
     "ResNet-18": ("layer", 8, 0.05), "ResNet-50": ("layer", 8, 0.2), "AlexNet": ("chain", 8, 0.03),
@@ -63,7 +63,7 @@ def test_deterministic_per_seed_and_different_across_seeds(fake_catalogue):
 def test_invariants(fake_catalogue):
     df = trace(500)
     specs = M.to_job_specs(df, 7)
-    from envs.core.dag import reference_iteration_time
+    from clustergym.core.dag import reference_iteration_time
 
     for s, row in zip(specs, df.itertuples()):
         prof = fake_catalogue[s.model]
@@ -166,7 +166,7 @@ def test_same_seed_same_specs_in_another_process(fake_catalogue, tmp_path):
     code = textwrap.dedent(f"""
         import pandas as pd, sys
         import tests.test_mapping as tm
-        from envs.core import mapping as M
+        from clustergym.core import mapping as M
         profiles = {{n: tm._profile(n) for n in tm.FAKE}}
         M._catalogue = lambda: (list(profiles), profiles.__getitem__)
         df = pd.read_csv({str(tmp_path / 't.csv')!r})
@@ -178,7 +178,7 @@ def test_same_seed_same_specs_in_another_process(fake_catalogue, tmp_path):
 
 
 def test_real_catalogue_philly_window():
-    pytest.importorskip("envs.core.catalogue_data")
+    pytest.importorskip("clustergym.core.catalogue_data")
     names = M._catalogue()[0]
     df = T.window(T.load_philly(), 86400.0 * 30, n_jobs=400)
     specs = M.to_job_specs(df, 0)
@@ -189,7 +189,7 @@ def test_real_catalogue_philly_window():
 
 
 def test_reference_server_follows_the_target_cluster(fake_catalogue):
-    from envs.core.presets import cluster_preset
+    from clustergym.core.presets import cluster_preset
 
     assert M.reference_server(cluster_preset("mlfs-80"))[:2] == (4, 10.0)
     assert M.reference_server(cluster_preset("mlfs-2474"))[0] == 4  # 1,908 of its 2,474 GPUs sit in 4-GPU servers

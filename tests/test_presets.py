@@ -6,8 +6,8 @@ import json
 import pytest
 import yaml
 
-from envs.core.hardware import GPU_TYPES, ClusterSpec
-from envs.core.presets import ClusterFileError, cluster_preset, load_cluster, preset_names, save_cluster
+from clustergym.core.hardware import GPU_TYPES, ClusterSpec
+from clustergym.core.presets import ClusterFileError, cluster_preset, load_cluster, preset_names, save_cluster
 
 EXPECTED = {  # name: (servers, GPUs, per-type GPU counts)
     "mlfs-80": (20, 80, {"V100": 80}),
@@ -51,7 +51,7 @@ def test_mlfs_2474_mostly_4_gpu():
 
 def test_pai_matches_bundled_groups():
     import csv
-    from envs.core.presets import DATA_DIR
+    from clustergym.core.presets import DATA_DIR
     rows = list(csv.DictReader(open(DATA_DIR / "pai_2020_machine_groups.csv")))
     assert sum(int(r["count"]) for r in rows) == 1897  # machines in the PAI spec
     assert sum(int(r["count"]) * int(r["n_gpus"]) for r in rows) == 6742

@@ -6,9 +6,9 @@ from functools import partial
 import numpy as np
 import pytest
 
-import baselines
-from agents.evaluate import make_env
-from agents.relative_reward import RelativeToHeuristic
+from clustergym import baselines
+from clustergym.agents.evaluate import make_env
+from clustergym.agents.relative_reward import RelativeToHeuristic
 
 ENV_ID = "clustergym/GPUCluster-v0"
 CFG = {"split": "train", "window_jobs": 15}

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from envs.core import traces as T
-from envs.core.traces import ColumnMapping, TraceError
+from clustergym.core import traces as T
+from clustergym.core.traces import ColumnMapping, TraceError
 
 
 @pytest.fixture(scope="module")

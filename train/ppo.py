@@ -17,12 +17,9 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Sequence
 
-_ROOT = Path(__file__).resolve().parent.parent
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
 
-import numpy as np  # noqa: E402
-import yaml  # noqa: E402
+import numpy as np
+import yaml
 
 # Every key a --config YAML may set (unknown keys are rejected by name). Flags override the YAML.
 DEFAULTS: dict[str, Any] = {
@@ -153,7 +150,7 @@ def build_config(overrides: dict | None = None, config_file: str | None = None) 
     if str(cfg["reward_baseline"]).lower() == "none":  # from the flag or a YAML file: the env's own reward
         cfg["reward_baseline"] = None
     if cfg["reward_baseline"] is not None:
-        import baselines
+        from clustergym import baselines
 
         if cfg["reward_baseline"] not in baselines.available():
             raise ConfigError(f"reward_baseline must be None or one of {baselines.available()}, "
@@ -282,7 +279,7 @@ def _callbacks():
 def selection_score(means: dict[str, float], metric: str) -> tuple[float, float]:
     """Checkpoint ranking (smaller is better): mean unfinished jobs per held-out window first (a policy cannot
     look good by leaving jobs waiting until the step cap), then ``metric`` (negated if higher is better)."""
-    from agents.evaluate import HIGHER_IS_BETTER
+    from clustergym.agents.evaluate import HIGHER_IS_BETTER
 
     v = float(means.get(metric, float("inf")))
     if not np.isfinite(v):
@@ -312,7 +309,7 @@ class Run:
         return [int(self.cfg["eval_seed"]) + i for i in range(int(self.cfg["final_eval_episodes"]))]
 
     def baseline_means(self) -> dict[str, dict[str, float]]:
-        from agents.evaluate import evaluate, summarize
+        from clustergym.agents.evaluate import evaluate, summarize
 
         cfg = self.cfg
         for b in cfg["eval_baselines"]:
@@ -323,7 +320,7 @@ class Run:
         return self.state["baselines"]
 
     def periodic_eval(self, model, logger) -> dict:
-        from agents.evaluate import evaluate, summarize
+        from clustergym.agents.evaluate import evaluate, summarize
 
         cfg = self.cfg
         t0 = time.time()
@@ -372,7 +369,7 @@ def _make_vec_env(cfg: dict):
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-    from agents.evaluate import make_env
+    from clustergym.agents.evaluate import make_env
 
     ecfg = train_env_config(cfg)
     n = int(cfg["n_envs"])
@@ -399,15 +396,15 @@ def reward_wrapper(cfg: dict, ecfg: dict):
         return None
     from functools import partial
 
-    from agents.evaluate import make_env
-    from agents.relative_reward import RelativeToHeuristic
+    from clustergym.agents.evaluate import make_env
+    from clustergym.agents.relative_reward import RelativeToHeuristic
 
     return partial(RelativeToHeuristic, make_twin=partial(make_env, cfg["scenario"], dict(ecfg)),
                    heuristic=cfg["reward_baseline"])
 
 
 def _new_model(cfg: dict, env, tb_dir: str):
-    from agents.policies import policy_spec
+    from clustergym.agents.policies import policy_spec
 
     policy_cls, pkw = policy_spec(cfg["policy"], cfg["algo"], cfg["net_arch"], cfg["d"], cfg["share_encoder"])
     if cfg["algo"] == "maskable":
@@ -423,7 +420,7 @@ def _new_model(cfg: dict, env, tb_dir: str):
 
 def warm_start(run: Run, model) -> dict:
     """Roll out the expert on training windows, behaviour-clone it into the policy, measure agreement."""
-    from agents.bc import agreement, behaviour_clone, collect, collect_dagger, disagreement_split, merge
+    from clustergym.agents.bc import agreement, behaviour_clone, collect, collect_dagger, disagreement_split, merge
 
     cfg = run.cfg
     t0 = time.time()
@@ -500,7 +497,7 @@ def warm_start(run: Run, model) -> dict:
 
 
 def final_evaluation(run: Run, model) -> tuple[list[dict], str, list[dict]]:
-    from agents.evaluate import evaluate, paired_table, results_table
+    from clustergym.agents.evaluate import evaluate, paired_table, results_table
 
     cfg = run.cfg
     seeds = run.final_seeds()
@@ -535,7 +532,7 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
 def final_table(run: Run, model) -> tuple[str, list[dict]]:
     """Evaluate the best checkpoint (else the final model) and the heuristics on the final held-out windows;
     write results.csv, episodes.csv, paired.csv and results.md; return the table's Markdown and rows."""
-    from agents.io import load_agent
+    from clustergym.agents.io import load_agent
 
     cfg, out = run.cfg, run.out
     best = out / "best_model.zip"
@@ -558,7 +555,7 @@ def train(cfg: dict, resume: bool = False, stop_at: int | None = None) -> dict:
     are done (as Ctrl-C would; for tests)."""
     import torch
 
-    import envs  # noqa: F401
+    import clustergym  # noqa: F401
 
     out = Path(cfg["out"] or default_out(cfg))
     cfg["out"] = str(out)
@@ -570,7 +567,7 @@ def train(cfg: dict, resume: bool = False, stop_at: int | None = None) -> dict:
     env = _make_vec_env(cfg)
     last = out / "checkpoints" / "last.zip"
     if resume and last.exists():
-        from agents.io import load_agent
+        from clustergym.agents.io import load_agent
 
         model = load_agent(last, env=env, device=cfg["device"], algo=cfg["algo"], warn=False)
         model.tensorboard_log = tb_dir

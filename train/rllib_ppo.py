@@ -4,7 +4,7 @@
     python train/rllib_ppo.py --iterations 20 --num-env-runners 2
     python train/rllib_ppo.py --address auto ...   # join a running Ray cluster (multi-machine sampling)
 
-The env is wrapped in :class:`envs.wrappers.MaskedFlatObservation` (``{"action_mask", "observations"}``) and
+The env is wrapped in :class:`clustergym.wrappers.MaskedFlatObservation` (``{"action_mask", "observations"}``) and
 RLlib's action-masking PPO module (``ray.rllib.examples.rl_modules.classes.action_masking_rlm``) sets the
 logits of masked actions to the float minimum, so sampled actions are always valid; the env runs with
 ``invalid_action="raise"`` to prove it. The policy is RLlib's default MLP over the flattened observation
@@ -21,17 +21,14 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-_ROOT = Path(__file__).resolve().parent.parent
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
 
 
 def make_env(config: dict[str, Any]):
     """RLlib env creator: the scenario id and EnvConfig overrides come in ``config`` (picklable)."""
     import gymnasium as gym
 
-    import envs  # noqa: F401  (registers the ids)
-    from envs.wrappers import MaskedFlatObservation
+    import clustergym  # noqa: F401  (registers the ids)
+    from clustergym.wrappers import MaskedFlatObservation
 
     overrides = {k: v for k, v in config.items() if k != "scenario"}
     return MaskedFlatObservation(gym.make(config["scenario"], invalid_action="raise", **overrides))

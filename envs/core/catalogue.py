@@ -26,7 +26,7 @@ class ModelProfile:
       (ResNet, LSTM-like), ``"none"`` cannot be partitioned (SVM): one partition only.
     - ``iteration_time``: seconds per iteration per GPU type (whole model, batch ``batch_size``, 1 GPU).
     - ``gpu_memory_gb``: GPU memory of one full replica (weights, optimiser state, activations);
-      a partition needs its share plus a fixed runtime overhead (see :mod:`envs.core.dag`).
+      a partition needs its share plus a fixed runtime overhead (see :mod:`clustergym.core.dag`).
     - ``gpu_util``: the GPU utilisation one full-model task causes when it runs alone (0..1].
     - ``cpu_cores`` / ``host_memory_gb``: host demand of one replica's data loading and runtime.
     - ``activation_mb``: bytes passed between consecutive partitions per iteration (forward + backward).

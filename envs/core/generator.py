@@ -120,7 +120,7 @@ def generate_trace(n_jobs: int, seed: int, cluster_gpus: int, load: float = 1.0,
                    min_duration: float = 0.0, max_duration: float = math.inf,
                    diurnal_amplitude: float = 0.5, diurnal_period: float = 86400.0,
                    diurnal_phase: float = 0.0) -> pd.DataFrame:
-    """A synthetic canonical trace (see :mod:`envs.core.traces`); ``attrs["rate"]`` is the arrival rate."""
+    """A synthetic canonical trace (see :mod:`clustergym.core.traces`); ``attrs["rate"]`` is the arrival rate."""
     if n_jobs < 0:
         raise ValueError("n_jobs must be >= 0")
     choices = np.asarray(gpu_choices, dtype=np.int64)
@@ -158,7 +158,7 @@ def offered_load(df: pd.DataFrame, cluster_gpus: int, horizon: float | None = No
 
 def generate(n_jobs: int, seed: int, cluster_gpus: int, load: float = 1.0, arrival: str = "poisson",
              mapping: MappingConfig | None = None, cluster: Any = None, **trace_kw) -> list[JobSpec]:
-    """Synthetic job specs: :func:`generate_trace` then :func:`envs.core.mapping.to_job_specs`.
+    """Synthetic job specs: :func:`generate_trace` then :func:`clustergym.core.mapping.to_job_specs`.
     The mapping seed is derived from ``seed`` (a separate stream), so both steps are reproducible.
     ``cluster`` (a ClusterSpec) sets the mapping's reference server."""
     df = generate_trace(n_jobs, seed, cluster_gpus, load, arrival, **trace_kw)

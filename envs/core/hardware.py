@@ -1,7 +1,7 @@
 """Cluster hardware: GPU types, servers and clusters (specifications only, no run-time state).
 
-Run-time occupancy lives in :mod:`envs.core.state`; presets and file loaders in
-:mod:`envs.core.presets`.
+Run-time occupancy lives in :mod:`clustergym.core.state`; presets and file loaders in
+:mod:`clustergym.core.presets`.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class GPUType:
     """A GPU model. Speed is *not* a property of the type: it is per (model, GPU type), see
-    :mod:`envs.core.catalogue`."""
+    :mod:`clustergym.core.catalogue`."""
 
     name: str
     memory_gb: float

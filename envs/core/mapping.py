@@ -15,7 +15,7 @@ and kept the trace's iteration count. We do the same with the catalogue and the 
   the partition count uniformly among those admissible divisors; ``"data"`` uses 1 partition.
 - **sync**: parameter server with probability ``ps_probability``, else all-reduce.
 - **iterations**: ``max_iterations = max(1, round(duration / t_it))`` where ``t_it`` is
-  :func:`envs.core.dag.reference_iteration_time` on dedicated ``reference_gpu`` GPUs (default V100, the
+  :func:`clustergym.core.dag.reference_iteration_time` on dedicated ``reference_gpu`` GPUs (default V100, the
   MLFS testbed GPU) packed onto reference servers: the job re-runs its trace duration on the reference
   hardware. The reference server (GPUs per server, NIC and intra-server bandwidth) is the target cluster's
   when one is given (:func:`reference_server`: the server shape holding most of its GPUs), so a job
@@ -183,8 +183,8 @@ def _col(df: pd.DataFrame, name: str) -> np.ndarray | None:
 
 def to_job_specs(df: pd.DataFrame, seed: int, config: MappingConfig | None = None,
                  cluster: Any = None) -> list[JobSpec]:
-    """Map a canonical trace (see :mod:`envs.core.traces`) to job specs. Deterministic in ``seed``.
-    ``cluster`` (a :class:`~envs.core.hardware.ClusterSpec`) supplies the reference server for the
+    """Map a canonical trace (see :mod:`clustergym.core.traces`) to job specs. Deterministic in ``seed``.
+    ``cluster`` (a :class:`~clustergym.core.hardware.ClusterSpec`) supplies the reference server for the
     fields ``config`` leaves as None."""
     cfg = config or MappingConfig()
     base = reference_server(cluster) if cluster is not None else DEFAULT_REFERENCE_SERVER

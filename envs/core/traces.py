@@ -267,7 +267,7 @@ def load_pollux_workload(name_or_path: str | int | os.PathLike) -> pd.DataFrame:
 
     Source columns ``name, time, application, num_replicas, batch_size``: submit_time = ``time`` (s from the
     workload start, not rebased), n_gpus = ``num_replicas``, model = ``application`` (Pollux names: bert,
-    cifar10, deepspeech2, imagenet, ncf, yolov3; :mod:`envs.core.mapping` aliases them to the catalogue).
+    cifar10, deepspeech2, imagenet, ncf, yolov3; :mod:`clustergym.core.mapping` aliases them to the catalogue).
     Pollux runs each job to convergence, so the workload has **no duration: the column is NaN**; use
     :func:`fill_pollux_durations` (explicit, seeded) before mapping to job specs.
     """

@@ -1,7 +1,7 @@
 """Job specifications: what a trace or generator hands to the simulator.
 
-A :class:`JobSpec` is immutable input. The simulator turns it into a run-time :class:`envs.core.job.Job`
-with a task DAG (:mod:`envs.core.dag`).
+A :class:`JobSpec` is immutable input. The simulator turns it into a run-time :class:`clustergym.core.job.Job`
+with a task DAG (:mod:`clustergym.core.dag`).
 """
 from __future__ import annotations
 
