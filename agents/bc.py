@@ -77,7 +77,7 @@ def collect(expert: str, env_id: str, config: dict | None, seeds: Iterable[int],
 
 def _command_of(env, action: int):
     """The baselines.Command an env action stands for (None for "end round")."""
-    from clustergym.baselines.base import Command
+    from clustergym.core.commands import Command
 
     u = env.unwrapped
     rc = u.decode(action)

@@ -24,24 +24,13 @@ from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from clustergym.core.commands import Command, command_error, execute
 from clustergym.core.job import Job, JobState, Task, TaskState
 
 if TYPE_CHECKING:
     from clustergym.core.engine import Simulator
 
 # ---------------------------------------------------------------------------------------------- commands
-
-
-@dataclass(frozen=True)
-class Command:
-    """One scheduler command. ``kind``: "place" (waiting task -> ``server``), "migrate" (running task ->
-    ``server``), "requeue" (running task -> queue), "preempt" (whole job ``jid`` -> queue; in the env only with
-    ``EnvConfig(preemption=True)``, which offers running jobs as preemption rows)."""
-
-    kind: str
-    tid: int = -1
-    server: int | None = None
-    jid: int = -1
 
 
 @dataclass
@@ -62,35 +51,7 @@ class View:
 
 def is_valid(sim: "Simulator", cmd: Command) -> bool:
     """Would the simulator accept ``cmd`` now?"""
-    if cmd.kind == "preempt":
-        job = sim.job_by_id.get(cmd.jid)
-        return job is not None and job.state == JobState.ACTIVE and job.n_placed > 0
-    if not 0 <= cmd.tid < len(sim.tasks):
-        return False
-    t = sim.tasks[cmd.tid]
-    if cmd.kind == "place":
-        return t.is_ready() and cmd.server is not None and sim.fit_reason(t, cmd.server) is None
-    if cmd.kind == "migrate":
-        if t.state != TaskState.RUNNING or cmd.server is None or sim.fit_reason(t, cmd.server, moving=True):
-            return False
-        g = -1 if t.is_ps else sim.best_gpu(t, cmd.server, moving=True)
-        return not (cmd.server == t.server and g == t.gpu)
-    if cmd.kind == "requeue":
-        return t.state == TaskState.RUNNING
-    return False
-
-
-def execute(sim: "Simulator", cmd: Command) -> None:
-    if cmd.kind == "place":
-        sim.place(cmd.tid, cmd.server)
-    elif cmd.kind == "migrate":
-        sim.migrate(cmd.tid, cmd.server)
-    elif cmd.kind == "requeue":
-        sim.requeue(cmd.tid)
-    elif cmd.kind == "preempt":
-        sim.preempt(cmd.jid)
-    else:
-        raise ValueError(f"unknown command kind {cmd.kind!r}")
+    return command_error(sim, cmd) is None
 
 
 # ------------------------------------------------------------------------------------- per-sim estimates

@@ -1,0 +1,75 @@
+"""Scheduler commands: what a policy (heuristic, agent or the env's action decoder) asks the simulator to do.
+
+A :class:`Command` is a plain value; :func:`execute` applies it to a :class:`~clustergym.core.engine.Simulator`
+and :func:`command_error` says why the simulator would refuse it now (None if it would accept it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .job import JobState, TaskState
+
+if TYPE_CHECKING:
+    from .engine import Simulator
+
+COMMAND_KINDS = ("place", "migrate", "requeue", "preempt")
+
+
+@dataclass(frozen=True)
+class Command:
+    """One scheduler command. ``kind``: "place" (waiting task ``tid`` -> ``server``), "migrate" (running task
+    ``tid`` -> ``server``), "requeue" (running task ``tid`` -> queue), "preempt" (every placed task of job
+    ``jid`` -> queue)."""
+
+    kind: str
+    tid: int = -1
+    server: int | None = None
+    jid: int = -1
+
+
+def command_error(sim: "Simulator", cmd: Command) -> str | None:
+    """Why ``sim`` would refuse ``cmd`` now, or None if it would accept it."""
+    if cmd.kind == "preempt":
+        job = sim.job_by_id.get(cmd.jid)
+        if job is None:
+            return f"unknown job id {cmd.jid}"
+        if job.state != JobState.ACTIVE or job.n_placed == 0:
+            return f"job {cmd.jid} has no placed task to preempt"
+        return None
+    if cmd.kind not in COMMAND_KINDS:
+        return f"unknown command kind {cmd.kind!r}; known: {COMMAND_KINDS}"
+    if not 0 <= cmd.tid < len(sim.tasks):
+        return f"unknown task id {cmd.tid}"
+    t = sim.tasks[cmd.tid]
+    if cmd.kind == "requeue":
+        return None if t.state == TaskState.RUNNING else f"task {cmd.tid} is not running"
+    if cmd.server is None:
+        return f"{cmd.kind} of task {cmd.tid} needs a server"
+    if cmd.kind == "place":
+        if not t.is_ready():
+            return f"task {cmd.tid} is not a ready waiting task"
+        return sim.fit_reason(t, cmd.server)
+    if t.state != TaskState.RUNNING:
+        return f"task {cmd.tid} is not running"
+    reason = sim.fit_reason(t, cmd.server, moving=True)
+    if reason:
+        return reason
+    g = -1 if t.is_ps else sim.best_gpu(t, cmd.server, moving=True)
+    if cmd.server == t.server and g == t.gpu:
+        return f"task {cmd.tid} already runs on server {cmd.server} GPU {g}"
+    return None
+
+
+def execute(sim: "Simulator", cmd: Command) -> None:
+    """Apply ``cmd`` (the simulator raises InvalidCommand if it refuses it)."""
+    if cmd.kind == "place":
+        sim.place(cmd.tid, cmd.server)
+    elif cmd.kind == "migrate":
+        sim.migrate(cmd.tid, cmd.server)
+    elif cmd.kind == "requeue":
+        sim.requeue(cmd.tid)
+    elif cmd.kind == "preempt":
+        sim.preempt(cmd.jid)
+    else:
+        raise ValueError(f"unknown command kind {cmd.kind!r}; known: {COMMAND_KINDS}")
