@@ -75,37 +75,6 @@ def collect(expert: str, env_id: str, config: dict | None, seeds: Iterable[int],
     return _labelled_rollouts(env, seeds, choose, gamma, max_steps)
 
 
-def _command_of(env, action: int):
-    """The baselines.Command an env action stands for (None for "end round")."""
-    from clustergym.core.commands import Command
-
-    u = env.unwrapped
-    rc = u.decode(action)
-    if rc is None:
-        return None
-    row, col = rc
-    task, kind = u.candidates[row], u.candidate_kind[row]
-    if kind == "preempt":
-        return Command("preempt", task.tid, None, task.job.jid)
-    if col == u.K:
-        return Command("requeue", task.tid)
-    return Command("place" if kind == "place" else "migrate", task.tid, int(u.destinations[col]))
-
-
-def _sync_expert(agent, env, expert_action: int, taken: int) -> None:
-    """The heuristic recorded its own choice as done in this round (``observe``); when the learner took another
-    action, undo that and record the learner's instead, so the expert labels later states of the round right."""
-    if taken == expert_action:
-        return
-    pol = agent.policy
-    mine = _command_of(env, expert_action)
-    if mine is not None:
-        pol._touched.discard(mine.tid)
-    cmd = _command_of(env, taken)
-    if cmd is not None:
-        pol.observe(env.unwrapped.sim, cmd)
-
-
 def collect_dagger(policy, expert: str, env_id: str, config: dict | None, seeds: Iterable[int],
                    gamma: float = 0.99, max_steps: int | None = 2000, wrap: Callable | None = None) -> dict[str, Any]:
     """Roll out ``policy`` (an SB3 policy, greedy masked actions) and label each visited state with ``expert``'s
@@ -121,7 +90,7 @@ def collect_dagger(policy, expert: str, env_id: str, config: dict | None, seeds:
         with th.no_grad():
             o = {k: th.as_tensor(v[None], dtype=th.float32, device=policy.device) for k, v in obs.items()}
             a = int(masked_logits(policy, o, th.as_tensor(m[None], device=policy.device)).argmax(-1)[0])
-        _sync_expert(agent, env, a_exp, a)
+        agent.record_taken(a)  # the expert's later labels in this round build on the learner's move, not its own
         return a_exp, a
 
     return _labelled_rollouts(env, seeds, choose, gamma, max_steps)

@@ -1,12 +1,14 @@
 """The env-facing adapter: a heuristic with Stable-Baselines3's ``predict`` signature.
 
-``HeuristicAgent(policy, env).predict(obs, action_masks=mask)`` reads the env's public helpers:
-``env.unwrapped.sim`` (the Simulator), ``candidates`` (Task per window row, None = padding),
-``candidate_kind`` ("place"/"migrate"/None per row), ``destinations`` (server id per column, -1 =
-padding), ``action_for(tid, server)`` (int or None; server None = back to the queue) and
-``end_round_action``. The policy sees only the window's tasks and the destination columns (so heuristics
-and agents choose among the same candidates) and the full Simulator state for its scores. The first
-preference the action mask allows is returned; if none is allowed, ``end_round_action``.
+``HeuristicAgent(policy, env).predict(obs, action_masks=mask)`` reads ``env.unwrapped.sim`` (the
+Simulator, for the policy's scores) and ``env.unwrapped.window`` (:class:`clustergym.window.Window`: the
+task rows, their kinds and the destination columns). The policy sees only the window's tasks and the
+destination columns, so heuristics and agents choose among the same candidates. Its preferences are mapped to
+actions by ``window.action(cmd)``; the first one the action mask allows is returned, else "end round".
+
+Within a round a policy does not move a task twice. The adapter tells the policy which command was taken at
+the next ``predict``: by default the one it returned; :meth:`HeuristicAgent.record_taken` replaces it when the
+caller stepped the env with another action (DAgger, where the learner acts and the heuristic only labels).
 
 A new Simulator (env reset) is detected by identity and the policy's ``attach`` runs on it (MLFS-H+C adds
 its MLF-C controller there). The random policy samples uniformly from the mask with its own Generator.
@@ -26,6 +28,7 @@ class HeuristicAgent:
         self.env = env
         self.max_preferences = max_preferences
         self._sim = None
+        self._taken: Command | None = None  # the command of the last action, told to the policy at the next predict
         self.end_rounds = 0  # predict calls that ended the round (no allowed preference left)
 
     @property
@@ -40,30 +43,24 @@ class HeuristicAgent:
         return m.reshape(-1) if m.ndim > 1 and m.shape[0] == 1 else m
 
     def view(self) -> View:
-        u = self.env.unwrapped
+        w = self.env.unwrapped.window
         place, migrate = [], []
         can_preempt = False
-        for t, kind in zip(u.candidates, u.candidate_kind):
+        for t, kind in zip(w.tasks, w.kinds):
             if t is None:
                 continue
             if kind == "preempt":
                 can_preempt = True
                 continue
             (place if kind == "place" else migrate).append(t)
-        servers = np.array(sorted({int(d) for d in u.destinations if int(d) >= 0}), dtype=np.int64)
+        servers = np.array(sorted({int(d) for d in w.destinations if int(d) >= 0}), dtype=np.int64)
         return View(place, migrate, servers, can_preempt=can_preempt)
 
-    def action_of(self, cmd: Command) -> int | None:
-        u = self.env.unwrapped
-        if cmd.kind in ("place", "migrate"):
-            return u.action_for(cmd.tid, cmd.server)
-        if cmd.kind == "requeue":
-            return u.action_for(cmd.tid, None)
-        if cmd.kind == "preempt":  # only offered with EnvConfig(preemption=True)
-            for r, (t, kind) in enumerate(zip(u.candidates, u.candidate_kind)):
-                if kind == "preempt" and t.job.jid == cmd.jid:
-                    return u.encode(r, u.K)
-        return None
+    def record_taken(self, action: int) -> None:
+        """The env is about to be stepped with ``action`` (an action of the current window), which may differ
+        from the one the last ``predict`` returned: the policy takes that command, not its own choice, as done
+        in this round."""
+        self._taken = self.env.unwrapped.window.command(int(action))
 
     def predict(self, observation=None, state=None, episode_start=None, deterministic: bool = True,
                 action_masks=None):
@@ -72,20 +69,24 @@ class HeuristicAgent:
         mask = self._mask(action_masks)
         if sim is not self._sim:
             self._sim = sim
+            self._taken = None
             self.policy.attach(sim)
+        elif self._taken is not None:
+            self.policy.observe(sim, self._taken)
+        self._taken = None
         end = int(u.end_round_action)
         if self.policy.uniform_over_mask:
             valid = np.flatnonzero(mask)
             a = int(self.policy.rng.choice(valid)) if len(valid) else end
             return np.int64(a), None
         self.policy.begin(sim)
-        view = self.view()
-        for i, cmd in enumerate(self.policy.preferences(sim, view)):
+        w = u.window
+        for i, cmd in enumerate(self.policy.preferences(sim, self.view())):
             if i >= self.max_preferences:
                 break
-            a = self.action_of(cmd)
+            a = w.action(cmd)
             if a is not None and 0 <= a < len(mask) and mask[a]:
-                self.policy.observe(sim, cmd)
+                self._taken = cmd
                 return np.int64(a), None
         self.end_rounds += 1
         return np.int64(end), None

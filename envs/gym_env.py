@@ -9,13 +9,11 @@ import numpy as np
 from gymnasium import spaces
 
 from .config import OBJECTIVE_NAMES, EnvConfig
+from .core.commands import Command, execute
 from .core.engine import SimConfig, Simulator
-from . import kernels
 from .core.job import JobState
 from .observation import ObservationBuilder
-
-_EPS = 1e-9
-
+from .window import Window
 
 class InvalidAction(ValueError):
     """An action the current mask forbids (invalid-action rule "raise"); the message names the action index,
@@ -128,8 +126,9 @@ class ClusterEnv(gym.Env):
         self.G = int(cfg.max_gpus_per_server or max(s.n_gpus for s in self._cluster.servers))
         if max(s.n_gpus for s in self._cluster.servers) > self.G:
             raise ValueError(f"max_gpus_per_server={self.G} is smaller than the largest server of the cluster")
-        self.n_actions = self.W * (self.K + 1) + 1
-        self.end_round_action = self.n_actions - 1
+        self.window = Window.from_config(cfg)
+        self.n_actions = self.window.n_actions
+        self.end_round_action = self.window.end_round_action
         self.action_space = spaces.Discrete(self.n_actions)
         if cfg.vector_reward:  # only then: TorchRL and MO-Gymnasium read reward_space as "the reward is a vector"
             self.reward_space = spaces.Box(-np.inf, np.inf, (len(OBJECTIVE_NAMES),), np.float32)
@@ -140,47 +139,13 @@ class ClusterEnv(gym.Env):
         sim_kw = {"record_series": False, **cfg.sim}  # the env does not need the per-decision series
         sim_kw["horizon_s"] = float(cfg.max_sim_time)
         self._sim_config = SimConfig(**sim_kw)
-        self._mask = np.zeros(self.n_actions, bool)
-        self._mask2 = self._mask[:-1].reshape(self.W, self.K + 1)
         self._history: deque = deque(maxlen=max(1, int(cfg.render_history)))
         self.sim: Simulator | None = None
-        self.candidates: list = [None] * self.W
-        self.candidate_kind: list = [None] * self.W
-        self.destinations: list[int] = [-1] * self.K
-        self._dest = np.full(self.K, -1, np.int64)
         self._done = True
         self._carry = None
 
-    # ------------------------------------------------------------------ public helpers
-    def encode(self, row: int, col: int) -> int:
-        if not (0 <= row < self.W and 0 <= col <= self.K):
-            raise ValueError(f"row must be in 0..{self.W - 1} and col in 0..{self.K}, got ({row}, {col})")
-        return row * (self.K + 1) + col
-
-    def decode(self, action: int) -> tuple[int, int] | None:
-        a = int(action)
-        if a == self.end_round_action:
-            return None
-        if not 0 <= a < self.end_round_action:
-            raise ValueError(f"action {a} out of range 0..{self.n_actions - 1}")
-        return divmod(a, self.K + 1)
-
-    def action_for(self, tid: int, server: int | None) -> int | None:
-        """The action putting task ``tid`` on ``server`` (None = back to the queue), or None if that task
-        or server is not in the current window/destinations (validity is the mask's business)."""
-        row = next((r for r, t in enumerate(self.candidates) if t is not None and t.tid == tid), None)
-        if row is None:
-            return None
-        if server is None:
-            return self.encode(row, self.K)
-        try:
-            col = self.destinations.index(int(server))
-        except ValueError:
-            return None
-        return self.encode(row, col)
-
     def action_masks(self) -> np.ndarray:
-        return self._mask.copy()
+        return self.window.mask.copy()
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -207,23 +172,10 @@ class ClusterEnv(gym.Env):
         self._clock_offset = float(ep.get("clock_offset", 0.0))
         self.sim = Simulator(self._cluster, specs, self._sim_config, seed=sim_seed, models=self._models)
         self.obs_builder.reset(self.sim)
-        tasks = self.sim.tasks
-        self._S = self.sim.cluster.n_servers
-        # per-step buffers of the compiled kernels (the observation copies what it needs)
-        self._U = np.empty((self._S, 4))  # utilisation, clipped at 2
-        self._dist_all = np.empty(self._S)  # distance of every server to the ideal host
-        self._free = np.empty((3, self.K))  # (largest free GPU memory, free CPU, free memory) per destination
-        self._gpu_scratch = np.empty(self.sim.cluster.n_gpus)
-        self._ok_buf = np.empty((self.W, self.K + 1), bool)
-        # (GPU memory, CPU, memory) demand per task for the fit mask; -inf GPU memory for a PS (takes no GPU)
-        self._t_demand = np.array([(-np.inf if t.is_ps else t.t.gpu_memory_gb, t.t.cpu_cores, t.t.memory_gb)
-                                   for t in tasks], dtype=np.float64).reshape(-1, 3)
+        self.window.reset(self.sim)
         self._n_jobs = max(1, self.sim.n_jobs)
         self._steps = 0
         self._round_actions = 0
-        self._touched: set[int] = set()
-        self._round = 0  # decision rounds so far (keys the per-round cache of movable tasks)
-        self._movable: list[tuple[int, int, list]] = [(-1, -1, [])] * self._S
         self._done = False
         self._terminated = self._truncated = False
         self._history.clear()
@@ -252,18 +204,19 @@ class ClusterEnv(gym.Env):
         self._carry = None
         info_extra: dict[str, Any] = {}
         penalty = 0.0
-        if not (0 <= a < self.n_actions) or not self._mask[a]:
-            reason = self._why_invalid(a)
+        w = self.window
+        if not (0 <= a < w.n_actions) or not w.mask[a]:
+            reason = w.why_invalid(a, self.sim)
             if self.config.invalid_action == "raise":
                 raise InvalidAction(reason)
             penalty = float(self.config.invalid_penalty)
             info_extra["invalid_action"] = reason
             obs = self._make_obs()  # the state did not change: the same observation, in new arrays
         else:
-            if a == self.end_round_action:
+            if a == w.end_round_action:
                 self._advance()
             else:
-                self._apply(a)
+                self._apply(w.command(a))
             obs = self._make_obs()
         g = self._objectives(before)
         reward = float(self._beta @ g) + penalty
@@ -297,172 +250,45 @@ class ClusterEnv(gym.Env):
         return self._objectives(self._counters0)
 
     def _info(self, g: np.ndarray) -> dict:
-        return {"action_mask": self._mask.copy(), "objectives": g, "sim_time": self.sim.now, "steps": self._steps,
-                "round_actions": self._round_actions}
+        return {"action_mask": self.window.mask.copy(), "objectives": g, "sim_time": self.sim.now,
+                "steps": self._steps, "round_actions": self._round_actions}
 
-    def _apply(self, a: int) -> None:
-        row, col = divmod(a, self.K + 1)
-        task = self.candidates[row]
-        sim = self.sim
-        kind = self.candidate_kind[row]
-        if kind == "place":
-            sim.place(task.tid, int(self._dest[col]))
-        elif kind == "preempt":
-            sim.preempt(task.job.jid)
-            self._touched.update(t.tid for t in task.job.tasks)
-        elif col == self.K:
-            sim.requeue(task.tid)
-        else:
-            sim.migrate(task.tid, int(self._dest[col]))
-        self._touched.add(task.tid)
+    def _apply(self, cmd: Command) -> None:
+        """Execute a command the mask allows, then rebuild the window (and end the round if nothing is left)."""
+        sim, w = self.sim, self.window
+        execute(sim, cmd)
+        w.touch(sim, cmd)
         self._round_actions += 1
         self._record()
-        self._build()
-        if not self._can_act:
+        w.build(sim)
+        if not w.can_act:
             self._advance()
 
     def _advance(self, first: bool = False) -> None:
         """End the round (unless ``first``) and move to the next state with a real choice, or the end."""
-        sim = self.sim
+        sim, w = self.sim, self.window
         while True:
             more = sim.next_decision()
-            self._touched.clear()
-            self._round += 1
+            w.new_round()
             self._round_actions = 0
             if not more:
                 self._done = True
                 self._terminated = all(j.state in (JobState.FINISHED, JobState.STOPPED) for j in sim.jobs)
                 self._truncated = not self._terminated
-                self._build(empty=True)
+                w.build(sim, empty=True)
                 return
             self._record()
-            self._build()
-            if self._can_act:
+            w.build(sim)
+            if w.can_act:
                 return
-
-    def _build(self, empty: bool = False) -> None:
-        """Choose the destinations and the window rows, and fill the action mask (vectorised)."""
-        sim, W, K = self.sim, self.W, self.K
-        c = sim.cluster
-        over = c.overloaded
-        # utilisation (clipped at 2: network/CPU use can exceed capacity), distances to MLF-H's ideal host,
-        # destinations and their free resources in one compiled call (envs/kernels.py: numpy's arithmetic)
-        k, self._ocd = kernels.destinations(
-            c.gpu_load, c.server_first_gpu, c.server_n_gpus, c.cpu_use, c.cpu_cap, c.mem_use, c.mem_cap,
-            c.net_mbps, c.net_cap_mbps, over, sim.n_overloaded, c.server_max_free_gpu_mem, c.cpu_alloc,
-            c.mem_alloc, self._gpu_scratch, self._U, self._dist_all, self._dest, self._free)
-        dest = self._dest  # written by the kernel: servers 0..S-1 then -1 padding, or the nearest K
-        self.destinations = dest.tolist()
-        self._k = k
-        mask, m2 = self._mask, self._mask2
-        mask.fill(False)
-        mask[-1] = True
-        cands: list = [None] * W
-        kinds: list = [None] * W
-        r = 0
-        n_place = 0
-        if not empty:
-            touched = self._touched
-            rows: list = []
-            n_pre = 0
-            mig_cap = W if self.config.migrate_rows is None else min(W, self.config.migrate_rows)
-            if sim.n_overloaded and mig_cap:
-                version, movable, rnd = c.server_version, self._movable, self._round
-                for s in over.nonzero()[0].tolist():
-                    # the server's tasks not yet moved in this round, by task id. Cached per (server's task-set
-                    # version, round): a task joins `touched` only by a command that attaches it to or detaches
-                    # it from a server, which bumps that server's version
-                    hit = movable[s]
-                    if hit[0] != version[s] or hit[1] != rnd:
-                        hit = movable[s] = (version[s], rnd, [t for t in c.tasks_by_id(s) if t.tid not in touched])
-                    rows.extend(hit[2][:mig_cap - len(rows)])
-                    if len(rows) == mig_cap:
-                        break
-            n_over = len(rows)
-            if self.config.preemption and sim.queue and len(rows) < W:
-                # one row per running job (its first task), most attained GPU service first (the natural
-                # victims of least-attained-service policies), then job id; col K preempts the whole job
-                cap = min(W - len(rows), self.config.preempt_rows or W)
-                seen = {t.job.jid for t in rows}
-                for job in sorted(sim.active_jobs.values(), key=_attained):
-                    if job.jid in seen or not job.fully_placed or any(t.tid in touched for t in job.tasks):
-                        continue
-                    rows.append(job.tasks[0])
-                    n_pre += 1
-                    if n_pre >= cap:
-                        break
-            n_mig = len(rows)
-            if n_mig < W and sim.queue:
-                rows.extend([t for t in sim.queue.values() if t.is_ready()])
-            if rows:
-                n = len(rows)
-                ok = self._ok_buf
-                if ok.shape[0] < n:  # grows with the ready queue; (n, K + 1): column k flags "fits somewhere"
-                    ok = self._ok_buf = np.empty((2 * n, K + 1), bool)
-                tids = np.array([t.tid for t in rows], np.int64)
-                n_fit = kernels.fit_mask(tids, self._t_demand, self._free, k, _EPS, n_mig, n_over, sim.task_server,
-                                         over, dest, m2, ok)
-                if n_mig:
-                    cands[:n_mig] = rows[:n_mig]
-                    kinds[:n_mig] = ["migrate"] * n_over + ["preempt"] * (n_mig - n_over)
-                r = n_mig
-                if n_fit:
-                    sel = ok[n_mig:n, k].nonzero()[0].tolist()
-                    cap = self.config.rows_per_job
-                    room = W - n_mig
-                    if cap:  # at most `cap` rows per job, so one wide gang cannot fill the window
-                        per_job: dict[int, int] = {}
-                        keep = []
-                        for i in sel:
-                            jid = rows[n_mig + i].job.jid
-                            n_j = per_job.get(jid, 0)
-                            if n_j < cap:
-                                per_job[jid] = n_j + 1
-                                keep.append(i)
-                                if len(keep) == room:
-                                    break
-                        sel = keep
-                    del sel[room:]
-                    n_place = len(sel)
-                    if n_place:
-                        m2[r:r + n_place, :k] = ok[n_mig:n, :k].take(sel, axis=0)
-                        for i in sel:
-                            cands[r] = rows[n_mig + i]
-                            kinds[r] = "place"
-                            r += 1
-        self.candidates, self.candidate_kind = cands, kinds
-        self._can_act = r > 0  # == mask[:-1].any(): every row filled above allows at least one action
-        self._queue_beyond = len(sim.queue) - n_place
 
     def _make_obs(self) -> dict:
         # the builder returns new arrays and the env keeps no reference to them: they are the caller's (a state
         # that must be shown again, after an invalid action or the end, is simply rebuilt)
-        return self.obs_builder.build(self.sim, self.candidates, self.candidate_kind, self._dest, self._k,
-                                      self._dist_all, self._U, self._ocd, self._mask, self._queue_beyond,
-                                      self._round_actions, self._clock_offset, self._free)
-
-    def _why_invalid(self, a: int) -> str:
-        if not 0 <= a < self.n_actions:
-            return f"action {a} out of range 0..{self.n_actions - 1}"
-        row, col = divmod(a, self.K + 1)
-        head = f"action {a} (row {row}, col {col})"
-        task = self.candidates[row]
-        if task is None:
-            return f"{head}: row {row} is padding (only {sum(t is not None for t in self.candidates)} candidate rows)"
-        kind = self.candidate_kind[row]
-        head += f", task {task.tid} of job {task.job.jid} ({kind})"
-        if col == self.K:
-            return f"{head}: 'back to the queue' is only for migration candidates (running tasks)"
-        server = int(self._dest[col])
-        if server < 0:
-            return f"{head}: destination column {col} is padding"
-        if kind == "migrate":
-            if server == task.server:
-                return f"{head}: server {server} is the task's own server"
-            if self.sim.cluster.overloaded[server]:
-                return f"{head}: destination server {server} is overloaded"
-        reason = self.sim.fit_reason(task, server, moving=(kind == "migrate"))
-        return f"{head}: {reason or 'not allowed by the mask'}"
+        w = self.window
+        return self.obs_builder.build(self.sim, w.tasks, w.kinds, w.dest, w.k, w.ideal_distance, w.utilisation,
+                                      w.overload_degree, w.mask, w.queue_beyond, self._round_actions,
+                                      self._clock_offset, w.free)
 
     # ------------------------------------------------------------------ rendering
     def _record(self) -> None:
@@ -484,6 +310,3 @@ class ClusterEnv(gym.Env):
             return render_ansi(self)
         return render_rgb(self)
 
-
-def _attained(j) -> tuple[float, int]:
-    return (-j.running_time * j.spec.n_gpus, j.jid)

@@ -61,9 +61,10 @@ def render_ansi(env) -> str:
     if S > len(show):
         lines.insert(1 + 32, f"  ... {S - len(show)} servers not shown ...")
     lines.append("  legend: '.' idle GPU, digit = tasks on the GPU, '#' GPU over-committed (load > 1)")
-    rows = [(r, t, k) for r, (t, k) in enumerate(zip(env.candidates, env.candidate_kind)) if t is not None]
-    lines.append(f"  window: {len(rows)} candidate rows, destinations {[d for d in env.destinations if d >= 0][:16]}"
-                 f"{' ...' if sum(d >= 0 for d in env.destinations) > 16 else ''}")
+    w = env.window
+    rows = [(r, t, k) for r, (t, k) in enumerate(zip(w.tasks, w.kinds)) if t is not None]
+    dests = [d for d in w.destinations if d >= 0]
+    lines.append(f"  window: {len(rows)} candidate rows, destinations {dests[:16]}{' ...' if len(dests) > 16 else ''}")
     for r, t, k in rows[:10]:
         lines.append(f"    row {r}: {k:<7s} task {t.tid} job {t.job.jid} ({t.job.spec.model}) "
                      f"gpu_mem={t.t.gpu_memory_gb:.1f}GB cpu={t.t.cpu_cores:.1f}")

@@ -24,7 +24,7 @@ import clustergym  # noqa: F401
 def greedy(u, rng):
     m = u.action_masks()
     for a in np.flatnonzero(m[:-1]):
-        if u.candidate_kind[a // (u.K + 1)] == "place":
+        if u.window.kinds[a // (u.K + 1)] == "place":
             return int(a)
     return u.end_round_action
 
@@ -61,7 +61,7 @@ def bench(env_id: str, steps: int, policy, seed: int = 0, **kw) -> dict:
 # (owner, method, part of a step): the simulator's work, then the env's two layers on top of it
 _PARTS = (("sim", "place", "simulator"), ("sim", "migrate", "simulator"), ("sim", "requeue", "simulator"),
           ("sim", "preempt", "simulator"), ("sim", "next_decision", "simulator"),
-          ("env", "_build", "window + mask"), ("env", "_make_obs", "observation"))
+          ("window", "build", "window + mask"), ("env", "_make_obs", "observation"))
 
 
 @contextmanager
@@ -69,8 +69,9 @@ def _timed_parts(acc: Counter):
     """Wrap the methods of _PARTS (on their classes) to add their thread CPU time to ``acc``."""
     from clustergym.core.engine import Simulator
     from clustergym.gym_env import ClusterEnv
+    from clustergym.window import Window
 
-    owners = {"sim": Simulator, "env": ClusterEnv}
+    owners = {"sim": Simulator, "env": ClusterEnv, "window": Window}
     saved = []
     for owner, name, part in _PARTS:
         cls = owners[owner]

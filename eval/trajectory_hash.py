@@ -57,8 +57,9 @@ def _update_step(h, obs: dict, reward, te: bool, tr: bool, info: dict, u) -> Non
     h.update(np.asarray(info["action_mask"], dtype=bool).tobytes())
     h.update(repr((float(info["sim_time"]), int(info["steps"]), int(info["round_actions"]),
                    info.get("invalid_action"))).encode())
-    h.update(repr([(t.tid if t is not None else None, k) for t, k in zip(u.candidates, u.candidate_kind)]).encode())
-    h.update(repr([int(d) for d in u.destinations]).encode())
+    w = u.window
+    h.update(repr([(t.tid if t is not None else None, k) for t, k in zip(w.tasks, w.kinds)]).encode())
+    h.update(repr([int(d) for d in w.destinations]).encode())
 
 
 def run_case(env_id: str, kw: dict, policy: str, seed: int, max_steps: int) -> tuple[str, int]:

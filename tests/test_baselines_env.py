@@ -67,6 +67,29 @@ def test_adapter_takes_next_preference_when_first_is_masked():
     assert agent.predict(obs, action_masks=none)[0] == u.end_round_action
 
 
+def test_record_taken_replaces_the_policys_own_choice():
+    env = gym.make(DEFAULT, invalid_action="raise", window_jobs=8)
+    obs, _ = env.reset(seed=1)
+    u = env.unwrapped
+    obs, *_ = env.step(int(np.flatnonzero(u.action_masks())[0]))
+    assert len({u.window.command(b).tid for b in np.flatnonzero(u.action_masks()[:-1])}) >= 2  # two tasks to place
+    agent = baselines.make("mlf-h", env)
+    a = int(agent.predict(obs)[0])
+    assert u.window.command(a).kind == "place"
+    assert agent.predict(obs)[0] != a  # its own choice counts as done in this round: not offered twice
+    fresh = baselines.make("mlf-h", env)
+    assert fresh.predict(obs)[0] == a
+    fresh.record_taken(u.end_round_action)  # nothing was done after all: the same state gets the same choice
+    assert fresh.predict(obs)[0] == a
+    # another task was placed instead: the policy's choice stays open, the other task counts as done
+    other = next(int(b) for b in np.flatnonzero(u.action_masks()[:-1])
+                 if u.window.command(b).tid != u.window.command(a).tid)
+    taken = u.window.command(other)
+    fresh.record_taken(other)
+    fresh.predict(obs)  # (the state did not change: the policy is only told, at its next predict)
+    assert fresh.policy._touched == {taken.tid}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", baselines.available())
 def test_full_episode_large_scenario(name):

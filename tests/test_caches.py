@@ -85,32 +85,33 @@ def check_env(u, obs) -> None:
     # a new builder (empty caches) gives the same observation
     fresh = ObservationBuilder(u.W, u.K, u.G, u.model_names, u.config.loss_history, u.config.time_scale)
     fresh.reset(u.sim)
-    ref = fresh.build(u.sim, u.candidates, u.candidate_kind, u._dest, u._k, u._dist_all, u._U, u._ocd, u._mask,
-                      u._queue_beyond, u._round_actions, u._clock_offset, u._free)
+    w = u.window
+    ref = fresh.build(u.sim, w.tasks, w.kinds, w.dest, w.k, w.ideal_distance, w.utilisation, w.overload_degree, w.mask,
+                      w.queue_beyond, u._round_actions, u._clock_offset, w.free)
     assert sorted(ref) == sorted(obs)
     # the kernel's utilisation is the cluster's (clipped at 2), its overload degree the simulator's on it
-    np.testing.assert_array_equal(u._U, np.minimum(u.sim.cluster.utilisation_matrix(), 2.0))
-    assert u._ocd == float(np.mean(np.sqrt(np.mean(u._U ** 2, axis=1))))
+    np.testing.assert_array_equal(u.window.utilisation, np.minimum(u.sim.cluster.utilisation_matrix(), 2.0))
+    assert u.window.overload_degree == float(np.mean(np.sqrt(np.mean(u.window.utilisation ** 2, axis=1))))
     for k in obs:
         np.testing.assert_array_equal(obs[k], ref[k], err_msg=k)
-    assert u._can_act == bool(u._mask[:-1].any())
+    assert u.window.can_act == bool(u.window.mask[:-1].any())
     # the simulator's task -> server array (read by the affinity kernel) is the tasks' own state
     assert u.sim.task_server.tolist() == [t.server if t.state == TaskState.RUNNING else -1 for t in u.sim.tasks]
     # migration rows: tasks on overloaded servers (server order, then task id) not moved in this round
     movable = [t for s in np.flatnonzero(u.sim.cluster.overloaded)
-               for t in sorted(u.sim.cluster.server_tasks[s], key=lambda t: t.tid) if t.tid not in u._touched]
-    n_mig = u.candidate_kind.count("migrate")
-    assert u.candidates[:n_mig] == movable[:n_mig]
+               for t in sorted(u.sim.cluster.server_tasks[s], key=lambda t: t.tid) if t.tid not in u.window.touched]
+    n_mig = u.window.kinds.count("migrate")
+    assert u.window.tasks[:n_mig] == movable[:n_mig]
     assert n_mig == min(len(movable), u.W if u.config.migrate_rows is None else u.config.migrate_rows) or u._done
     again = u._make_obs()
     for k, v in obs.items():  # the caller's arrays are its own: every build returns new ones
         assert not np.shares_memory(v, again[k]), k
         np.testing.assert_array_equal(v, again[k], err_msg=k)
-    rows = [r for r, t in enumerate(u.candidates) if t is not None]
-    cols = {s: i for i, s in enumerate(u.destinations) if s >= 0}
+    rows = [r for r, t in enumerate(u.window.tasks) if t is not None]
+    cols = {s: i for i, s in enumerate(u.window.destinations) if s >= 0}
     A = np.zeros((u.W, u.K))
     for r in rows:
-        task = u.candidates[r]
+        task = u.window.tasks[r]
         nb = task.t.parents + task.t.children
         running = [task.job.tasks[k] for k in nb if task.job.tasks[k].state == TaskState.RUNNING]
         for t in running:
@@ -158,7 +159,7 @@ def test_finished_jobs_leave_no_stale_state():
     env.reset(seed=1)
     te = tr = False
     while not (te or tr):
-        _, _, te, tr, _ = env.step(u.end_round_action if not u._can_act else int(np.flatnonzero(u.action_masks())[0]))
+        _, _, te, tr, _ = env.step(u.end_round_action if not u.window.can_act else int(np.flatnonzero(u.action_masks())[0]))
     sim = u.sim
     check_simulator(sim)
     c = sim.cluster

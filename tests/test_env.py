@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import clustergym  # noqa: F401  (registers the ids)
 from clustergym.config import ConfigError, EnvConfig
+from clustergym.core.commands import Command
 from clustergym.core.engine import InvalidCommand
 from clustergym.gym_env import InvalidAction
 from clustergym.wrappers import MOReward
@@ -29,7 +30,7 @@ def greedy_action(u) -> int:
     """First valid placement, else end the round (never migrates): finishes episodes quickly."""
     m = u.action_masks()
     for a in np.flatnonzero(m[:-1]):
-        if u.candidate_kind[a // (u.K + 1)] == "place":
+        if u.window.kinds[a // (u.K + 1)] == "place":
             return int(a)
     return u.end_round_action
 
@@ -96,14 +97,14 @@ def _check_mask_against_core(u):
     sim = u.sim
     assert m[u.end_round_action]
     m2 = m[:-1].reshape(u.W, u.K + 1)
-    for r, (t, kind) in enumerate(zip(u.candidates, u.candidate_kind)):
+    for r, (t, kind) in enumerate(zip(u.window.tasks, u.window.kinds)):
         if t is None:
             assert not m2[r].any(), "padding row has a valid action"
             continue
         assert m2[r, u.K] == (kind == "migrate")
         if kind == "place":
             assert t.is_ready()
-        for col, s in enumerate(u.destinations):
+        for col, s in enumerate(u.window.destinations):
             if s < 0:
                 assert not m2[r, col]
                 continue
@@ -168,25 +169,50 @@ def test_invalid_action_penalty_mode():
 
 
 # ------------------------------------------------------------------ helpers for heuristics
-def test_public_helpers():
-    env = gym.make(HETERO, **SMALL)
+def test_window_translates_actions_and_commands():
+    env = gym.make(HETERO, **SMALL, preemption=True)
     env.reset(seed=1)
     u = env.unwrapped
-    assert u.decode(u.end_round_action) is None
+    w = u.window
+    assert w.decode(u.end_round_action) is None and w.command(u.end_round_action) is None
     assert u.end_round_action == u.W * (u.K + 1)
     for row in (0, u.W - 1):
         for col in (0, u.K):
-            assert u.decode(u.encode(row, col)) == (row, col)
-    assert len(u.candidates) == u.W and len(u.candidate_kind) == u.W and len(u.destinations) == u.K
-    r = next(i for i, t in enumerate(u.candidates) if t is not None)
-    t = u.candidates[r]
-    s = u.destinations[0]
-    assert u.action_for(t.tid, s) == u.encode(r, 0)
-    assert u.action_for(t.tid, None) == u.encode(r, u.K)
-    assert u.action_for(10**9, s) is None
-    assert u.action_for(t.tid, 10**6) is None
-    # a heuristic placing through action_for ends the episode
-    total, _, info, te, tr = run_episode(env, 2)
+            assert w.decode(w.encode(row, col)) == (row, col)
+    assert len(w.tasks) == u.W and len(w.kinds) == u.W and len(w.destinations) == u.K
+    rng = np.random.default_rng(0)
+    kinds_seen = set()
+    for _ in range(300):  # every allowed action decodes to a command that encodes back to it
+        for a in np.flatnonzero(u.action_masks()[:-1]):
+            cmd = w.command(a)
+            row, col = w.decode(a)
+            t = w.tasks[row]
+            assert cmd.tid == t.tid and w.action(cmd) == a
+            expect = {"place": "place", "migrate": "migrate" if col < u.K else "requeue", "preempt": "preempt"}
+            assert cmd.kind == expect[w.kinds[row]]
+            assert cmd.server == (w.destinations[col] if col < u.K else None)
+            assert cmd.kind != "preempt" or cmd.jid == t.job.jid
+            kinds_seen.add(cmd.kind)
+        _, _, te, tr, _ = env.step(int(rng.choice(np.flatnonzero(u.action_masks()))))
+        if te or tr:
+            env.reset()
+    assert {"place", "preempt"} <= kinds_seen
+    r = next(i for i, k in enumerate(w.kinds) if k == "place")
+    t, s = w.tasks[r], w.destinations[0]
+    assert w.action(Command("place", t.tid, s)) == w.encode(r, 0)
+    assert w.action(Command("requeue", t.tid)) is None  # a waiting task has no "back to the queue"
+    assert w.action(Command("migrate", t.tid, s)) is None  # nor a migration
+    assert w.action(Command("place", 10**9, s)) is None
+    assert w.action(Command("place", t.tid, 10**6)) is None
+    assert w.action(Command("preempt", jid=10**9)) is None
+    with pytest.raises(ValueError, match="only for migration"):
+        w.command(w.encode(r, u.K))
+    pad = next((i for i, x in enumerate(w.tasks) if x is None), None)
+    if pad is not None:
+        with pytest.raises(ValueError, match="padding"):
+            w.command(w.encode(pad, 0))
+    # a heuristic placing through the window ends the episode
+    total, _, info, te, tr = run_episode(gym.make(HETERO, **SMALL), 2)
     assert te and info["summary"]["unfinished"] == 0
 
 
@@ -202,7 +228,7 @@ def test_destinations_on_large_cluster():
     ideal = U[under].min(axis=0)
     d = np.sqrt(((U - ideal) ** 2).sum(axis=1))
     expect = sorted(range(c.n_servers), key=lambda s: (d[s], s))[:32]
-    assert u.destinations == expect
+    assert u.window.destinations == expect
     rng = np.random.default_rng(0)
     for _ in range(50):
         _check_mask_against_core(u)
@@ -373,16 +399,16 @@ def test_observation_contents():
     u = env.unwrapped
     b = u.obs_builder
     cols = b.task_cols
-    rows = [r for r, t in enumerate(u.candidates) if t is not None]
+    rows = [r for r, t in enumerate(u.window.tasks) if t is not None]
     assert rows == list(range(len(rows)))
     T = obs["tasks"]
     assert (T[rows, cols.index("present")] == 1).all() and (T[len(rows):] == 0).all()
-    t = u.candidates[0]
+    t = u.window.tasks[0]
     assert T[0, cols.index(f"model_{t.job.spec.model}")] == 1
     assert T[0, cols.index("urgency")] == pytest.approx(t.job.spec.urgency / 10)
     S = obs["servers"]
     n = u.sim.cluster.n_servers
-    assert u.destinations[:n] == list(range(n)) and (S[:n, 0] == 1).all() and (S[n:] == 0).all()
+    assert u.window.destinations[:n] == list(range(n)) and (S[:n, 0] == 1).all() and (S[n:] == 0).all()
     assert (obs["gpu_loads"][n:] == -1).all()
 
 
@@ -422,13 +448,13 @@ def test_migration_rows_are_capped_so_the_queue_stays_visible():
     env.reset(seed=0)
     seen_both = False
     for _ in range(400):
-        kinds = [k for k in u.candidate_kind if k is not None]
+        kinds = [k for k in u.window.kinds if k is not None]
         assert kinds.count("migrate") <= 3
         if kinds.count("migrate") == 3 and "place" in kinds:
             seen_both = True
-        place_rows = [r for r, k in enumerate(u.candidate_kind) if k == "place"]
+        place_rows = [r for r, k in enumerate(u.window.kinds) if k == "place"]
         mask = u.action_masks()
-        a = next((u.encode(r, c) for r in place_rows for c in range(u.K) if mask[u.encode(r, c)]),
+        a = next((u.window.encode(r, c) for r in place_rows for c in range(u.K) if mask[u.window.encode(r, c)]),
                  u.end_round_action)
         _, _, term, trunc, _ = env.step(a)
         if term or trunc:
@@ -445,15 +471,15 @@ def test_job_features_follow_placements_inside_a_round():
     obs, _ = env.reset(seed=0)
     col = u.obs_builder.task_cols.index("placed_share")
     for _ in range(500):
-        rows = [r for r, k in enumerate(u.candidate_kind) if k == "place"]
-        jobs = [u.candidates[r].job for r in rows]
+        rows = [r for r, k in enumerate(u.window.kinds) if k == "place"]
+        jobs = [u.window.tasks[r].job for r in rows]
         pick = next((r for r, j in zip(rows, jobs) if j.n_tasks > 1 and j.n_placed + 1 < j.n_tasks), None)
         if pick is not None:
-            job, now = u.candidates[pick].job, u.sim.now
+            job, now = u.window.tasks[pick].job, u.sim.now
             mask = u.action_masks()
-            c = next(c for c in range(u.K) if mask[u.encode(pick, c)])
-            obs, *_ = env.step(u.encode(pick, c))
-            sib = [r for r, t in enumerate(u.candidates) if t is not None and t.job is job]
+            c = next(c for c in range(u.K) if mask[u.window.encode(pick, c)])
+            obs, *_ = env.step(u.window.encode(pick, c))
+            sib = [r for r, t in enumerate(u.window.tasks) if t is not None and t.job is job]
             if u.sim.now == now and sib:
                 assert obs["tasks"][sib[0], col] == np.float32(job.n_placed / job.n_tasks)
                 return

@@ -17,14 +17,14 @@ def test_preemption_rows_only_allow_back_to_the_queue_and_suspend_the_job():
     rng = np.random.default_rng(0)
     seen = 0
     for _ in range(3000):
-        rows = [r for r, k in enumerate(u.candidate_kind) if k == "preempt"]
+        rows = [r for r, k in enumerate(u.window.kinds) if k == "preempt"]
         if rows:
             r = rows[0]
             m = u.action_masks().reshape(-1)[:-1].reshape(u.W, u.K + 1)
             assert not m[r, :u.K].any() and m[r, u.K]
-            job = u.candidates[r].job
+            job = u.window.tasks[r].job
             before = job.preemptions
-            env.step(u.encode(r, u.K))
+            env.step(u.window.encode(r, u.K))
             assert job.preemptions == before + 1 and job.n_placed == 0
             seen += 1
             if seen >= 3:
@@ -42,7 +42,7 @@ def test_no_preemption_rows_by_default():
     u = env.unwrapped
     env.reset(seed=1)
     for _ in range(200):
-        assert "preempt" not in u.candidate_kind
+        assert "preempt" not in u.window.kinds
         _, _, te, tr, _ = env.step(int(np.flatnonzero(u.action_masks())[0]))
         if te or tr:
             break
