@@ -8,11 +8,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from .config import OBJECTIVE_NAMES, EnvConfig
+from .config import EnvConfig
 from .core.commands import Command, execute
 from .core.engine import SimConfig, Simulator
 from .core.job import JobState
 from .observation import ObservationBuilder
+from .reward import Reward, objectives
 from .window import Window
 
 class InvalidAction(ValueError):
@@ -130,12 +131,12 @@ class ClusterEnv(gym.Env):
         self.n_actions = self.window.n_actions
         self.end_round_action = self.window.end_round_action
         self.action_space = spaces.Discrete(self.n_actions)
+        self.reward_fn = Reward(objectives(), cfg.reward_weights, cfg)
         if cfg.vector_reward:  # only then: TorchRL and MO-Gymnasium read reward_space as "the reward is a vector"
-            self.reward_space = spaces.Box(-np.inf, np.inf, (len(OBJECTIVE_NAMES),), np.float32)
-            self.reward_dim = len(OBJECTIVE_NAMES)
+            self.reward_space = self.reward_fn.space()
+            self.reward_dim = self.reward_fn.dim
         self.obs_builder = ObservationBuilder(self.W, self.K, self.G, self.model_names, cfg.loss_history, cfg.time_scale)
         self.observation_space = self.obs_builder.space(self.n_actions)
-        self._beta = np.asarray(cfg.reward_weights, dtype=np.float64)
         sim_kw = {"record_series": False, **cfg.sim}  # the env does not need the per-decision series
         sim_kw["horizon_s"] = float(cfg.max_sim_time)
         self._sim_config = SimConfig(**sim_kw)
@@ -173,19 +174,19 @@ class ClusterEnv(gym.Env):
         self.sim = Simulator(self._cluster, specs, self._sim_config, seed=sim_seed, models=self._models)
         self.obs_builder.reset(self.sim)
         self.window.reset(self.sim)
-        self._n_jobs = max(1, self.sim.n_jobs)
+        self.reward_fn.reset(self.sim.metrics, max(1, self.sim.n_jobs))
         self._steps = 0
         self._round_actions = 0
         self._done = False
         self._terminated = self._truncated = False
         self._history.clear()
-        self._counters0 = self._counters()
+        self._counters0 = self.reward_fn.counters(self.sim.metrics)
         self._advance(first=True)
         # objectives accrued before the first decision point (jobs waiting for the first tick) are paid out
         # with the first step, so an episode's rewards still sum exactly to its objective values
         self._carry = self._counters0
         obs = self._make_obs()
-        info = self._info(np.zeros(5))
+        info = self._info(np.zeros(self.reward_fn.dim))
         info["episode"] = dict(ep)
         if self._done:
             info["summary"] = self.sim.summary()
@@ -196,11 +197,12 @@ class ClusterEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         a = int(action)
         if self._done:
-            zero = np.zeros(len(OBJECTIVE_NAMES), np.float32) if self.config.vector_reward else 0.0
+            zero = np.zeros(self.reward_fn.dim, np.float32) if self.config.vector_reward else 0.0
             return (self._make_obs(), zero, self._terminated, self._truncated,
-                    {**self._info(np.zeros(5)), "summary": self.sim.summary()})
+                    {**self._info(np.zeros(self.reward_fn.dim)), "summary": self.sim.summary()})
         self._steps += 1
-        before = self._carry if self._carry is not None else self._counters()
+        rf, metrics = self.reward_fn, self.sim.metrics
+        before = self._carry if self._carry is not None else rf.counters(metrics)
         self._carry = None
         info_extra: dict[str, Any] = {}
         penalty = 0.0
@@ -218,8 +220,8 @@ class ClusterEnv(gym.Env):
             else:
                 self._apply(w.command(a))
             obs = self._make_obs()
-        g = self._objectives(before)
-        reward = float(self._beta @ g) + penalty
+        g = rf.objective_values(before, metrics)
+        reward = rf.scalar(g) + penalty
         if not self._done and self.config.max_steps is not None and self._steps >= self.config.max_steps:
             self._done = self._truncated = True
         info = self._info(g)
@@ -232,22 +234,9 @@ class ClusterEnv(gym.Env):
         return obs, reward, self._terminated, self._truncated, info
 
     # ------------------------------------------------------------------ internals
-    def _counters(self) -> tuple[float, ...]:
-        # Python floats: the same float64 arithmetic as numpy, without five tiny-array calls per step
-        m = self.sim.metrics
-        return (float(m.jobs_in_system_integral), float(m.deadlines_met), float(m.cross_mb), float(m.accuracy_met),
-                float(m.accuracy_sum))
-
-    def _objectives(self, before: tuple[float, ...]) -> np.ndarray:
-        a0, a1, a2, a3, a4 = self._counters()
-        b0, b1, b2, b3, b4 = before
-        n, cfg = self._n_jobs, self.config
-        return np.array((-(a0 - b0) / (n * cfg.time_scale), (a1 - b1) / n, -(a2 - b2) / (n * cfg.bytes_scale),
-                         (a3 - b3) / n, (a4 - b4) / n))
-
     def objective_totals(self) -> np.ndarray:
         """Episode-to-date objective sums (what the per-step ``info["objectives"]`` add up to)."""
-        return self._objectives(self._counters0)
+        return self.reward_fn.objective_values(self._counters0, self.sim.metrics)
 
     def _info(self, g: np.ndarray) -> dict:
         return {"action_mask": self.window.mask.copy(), "objectives": g, "sim_time": self.sim.now,

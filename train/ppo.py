@@ -25,7 +25,7 @@ import yaml
 DEFAULTS: dict[str, Any] = {
     "scenario": "clustergym/GPUCluster-v0",
     "env": {},                    # EnvConfig overrides for training and evaluation envs (e.g. window_jobs)
-    "reward_weights": None,       # 5 floats (beta_1..beta_5); None = the env default (MLFS §4.1)
+    "reward_weights": None,       # one float per objective (clustergym.reward); None = the env default (MLFS §4.1)
     "timesteps": 30_000,          # PPO environment steps (after BC)
     "n_envs": 1,                  # >1: SubprocVecEnv (torch then uses 1 thread)
     "seed": 0,
@@ -106,17 +106,20 @@ def check_keys(d: dict, where: str) -> None:
 
 
 def parse_weights(s: str | Sequence[float] | None) -> list[float] | None:
+    from clustergym.reward import objective_names
+
     if s is None:
         return None
+    n = len(objective_names())
     if isinstance(s, str):
         try:
             w = [float(x) for x in s.split(",")]
         except ValueError:
-            raise ConfigError(f"--reward-weights must be 5 comma-separated floats, got {s!r}") from None
+            raise ConfigError(f"--reward-weights must be {n} comma-separated floats, got {s!r}") from None
     else:
         w = [float(x) for x in s]
-    if len(w) != 5:
-        raise ConfigError(f"reward_weights needs 5 values (beta_1..beta_5), got {len(w)}")
+    if len(w) != n:
+        raise ConfigError(f"reward_weights needs {n} values, one per objective {objective_names()}, got {len(w)}")
     return w
 
 
@@ -638,8 +641,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None, help="YAML file overriding any default (unknown keys are rejected)")
     p.add_argument("--bc-steps", type=int, default=None, help=f"BC gradient steps, 0 = no warm start "
                                                               f"(default {D['bc_steps']})")
-    p.add_argument("--reward-weights", default=None, help="beta_1..beta_5 of MLFS Eq. 7 as 5 comma-separated "
-                                                          "floats (default: the env's 0.5,0.55,0.25,0.15,0.15)")
+    p.add_argument("--reward-weights", default=None, help="beta of MLFS Eq. 7, one comma-separated float per objective "
+                                                          "(clustergym.reward; default: the env's, MLFS §4.1)")
     p.add_argument("--reward-baseline", default=None, metavar="HEURISTIC",
                    help=f"train on the reward minus this heuristic's on the same window, 'none' = the env's own "
                         f"reward (default {D['reward_baseline']})")

@@ -1,0 +1,107 @@
+"""The objective registry (envs/reward.py): a sixth objective is one entry, and every consumer follows it."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import clustergym  # noqa: F401  (registers the ids)
+from clustergym import reward
+from clustergym.config import ConfigError, EnvConfig
+from clustergym.gym_env import ClusterEnv
+from clustergym.reward import Objective
+from clustergym.wrappers import MOReward
+
+ROOT = Path(__file__).resolve().parents[1]
+HETERO = "clustergym/Hetero-v0"
+MIGRATIONS = Objective("migrations", "migrations", -1, 0.05, doc="task migrations (fewer is better)")
+
+
+@pytest.fixture
+def sixth():
+    saved = list(reward.OBJECTIVES)
+    reward.register(MIGRATIONS)
+    yield MIGRATIONS
+    reward.OBJECTIVES[:] = saved
+
+
+def _ppo():
+    spec = importlib.util.spec_from_file_location("train_ppo_reward", ROOT / "train" / "ppo.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_default_registry_is_mlfs_eq7():
+    assert reward.objective_names() == ("jct", "deadline", "bandwidth", "accuracy_met", "accuracy")
+    assert EnvConfig().reward_weights == (0.5, 0.55, 0.25, 0.15, 0.15)  # MLFS §4.1
+    from clustergym.config import OBJECTIVE_NAMES
+
+    assert OBJECTIVE_NAMES == reward.objective_names()
+
+
+def test_a_sixth_objective_reaches_every_consumer(sixth):
+    from clustergym.config import OBJECTIVE_NAMES
+
+    assert OBJECTIVE_NAMES == ("jct", "deadline", "bandwidth", "accuracy_met", "accuracy", "migrations")
+    assert EnvConfig().reward_weights == (0.5, 0.55, 0.25, 0.15, 0.15, 0.05)
+    with pytest.raises(ConfigError, match="6 entries"):
+        EnvConfig(reward_weights=(1, 0, 0, 0, 0))
+    ppo = _ppo()
+    assert ppo.parse_weights("1,0,0,0,0,2") == [1.0, 0, 0, 0, 0, 2.0]
+    with pytest.raises(ppo.ConfigError, match="6 values"):
+        ppo.parse_weights("1,0,0,0,0")
+
+    # overload threshold 0.5: servers overload often, so random actions migrate
+    kw = dict(window_jobs=8, max_steps=3000, sim={"overload_threshold": 0.5})
+    env = ClusterEnv(vector_reward=True, **kw)
+    assert env.reward_dim == 6 and env.reward_space.shape == (6,)
+    _, info = env.reset(seed=0)
+    assert info["objectives"].shape == (6,)
+    beta = np.asarray(env.config.reward_weights)
+    rng = np.random.default_rng(0)
+    total, done = np.zeros(6), False
+    while not done:
+        _, r, te, tr, info = env.step(int(rng.choice(np.flatnonzero(env.action_masks()))))
+        assert r.dtype == np.float32 and r.shape == (6,)
+        assert info["scalar_reward"] == pytest.approx(float(beta @ info["objectives"]), abs=1e-12)
+        total += info["objectives"]
+        done = te or tr
+    s = info["summary"]
+    assert s["migrations"] > 0
+    assert total[5] == pytest.approx(-s["migrations"] / env.sim.n_jobs, rel=1e-12)
+    np.testing.assert_allclose(env.objective_totals(), total, rtol=1e-9, atol=1e-12)
+
+    mo = MOReward(gym.make(HETERO, **kw))
+    assert mo.reward_space.shape == (6,) and mo.objective_names[-1] == "migrations"
+    mo.reset(seed=0)
+    assert mo.step(int(np.flatnonzero(mo.action_masks())[0]))[1].shape == (6,)
+
+
+def test_the_env_keeps_the_objectives_of_its_construction(sixth):
+    env = ClusterEnv(window_jobs=4)
+    reward.OBJECTIVES.pop()
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(env.end_round_action)
+    assert info["objectives"].shape == (6,)
+
+
+def test_registry_errors_name_the_objective():
+    with pytest.raises(ValueError, match="already registered"):
+        reward.register(Objective("jct", "jobs_in_system_integral", -1, 1.0))
+    with pytest.raises(ValueError, match="sign"):
+        Objective("x", "migrations", 0, 1.0)
+    saved = list(reward.OBJECTIVES)
+    try:
+        reward.register(Objective("odd_scale", "migrations", -1, 0.0, "no_such_field"))
+        with pytest.raises(ValueError, match="odd_scale.*no_such_field"):
+            ClusterEnv(window_jobs=4)
+        reward.OBJECTIVES[-1] = Objective("no_counter", "no_such_counter", 1, 0.0)
+        env = ClusterEnv(window_jobs=4)
+        with pytest.raises(AttributeError, match="no_counter.*no_such_counter"):
+            env.reset(seed=0)
+    finally:
+        reward.OBJECTIVES[:] = saved
