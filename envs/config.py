@@ -72,7 +72,8 @@ class EnvConfig:
     Episode
       ``max_sim_time`` (s, truncation, inf = none), ``max_steps`` (agent steps, truncation, None = none).
     Render
-      ``render_history``: GPU-occupancy snapshots kept for ``rgb_array`` (bounded).
+      ``render_history``: GPU-occupancy snapshots kept in the episode record that ``rgb_array`` draws
+      (``env.unwrapped.episode_record``; bounded).
     """
 
     cluster: str = "mlfs-80"

@@ -1,7 +1,6 @@
 """The Gymnasium environment: MLFS-style observations, masked placement/migration actions, MLFS Eq. (7) reward."""
 from __future__ import annotations
 
-from collections import deque
 from typing import Any, Callable, Sequence
 
 import gymnasium as gym
@@ -13,6 +12,7 @@ from .core.commands import Command, execute
 from .core.engine import SimConfig, Simulator
 from .core.job import JobState
 from .observation import ObservationBuilder
+from .render import EpisodeRecord, render_ansi, render_rgb
 from .reward import Reward, objectives
 from .window import Window
 
@@ -140,7 +140,8 @@ class ClusterEnv(gym.Env):
         sim_kw = {"record_series": False, **cfg.sim}  # the env does not need the per-decision series
         sim_kw["horizon_s"] = float(cfg.max_sim_time)
         self._sim_config = SimConfig(**sim_kw)
-        self._history: deque = deque(maxlen=max(1, int(cfg.render_history)))
+        self.episode_record = EpisodeRecord(cfg.render_history)
+        self._recording = render_mode == "rgb_array"  # the record's only reader
         self.sim: Simulator | None = None
         self._done = True
         self._carry = None
@@ -179,7 +180,7 @@ class ClusterEnv(gym.Env):
         self._round_actions = 0
         self._done = False
         self._terminated = self._truncated = False
-        self._history.clear()
+        self.episode_record.clear()
         self._counters0 = self.reward_fn.counters(self.sim.metrics)
         self._advance(first=True)
         # objectives accrued before the first decision point (jobs waiting for the first tick) are paid out
@@ -248,7 +249,8 @@ class ClusterEnv(gym.Env):
         execute(sim, cmd)
         w.touch(sim, cmd)
         self._round_actions += 1
-        self._record()
+        if self._recording:
+            self.episode_record.append(sim)
         w.build(sim)
         if not w.can_act:
             self._advance()
@@ -266,7 +268,8 @@ class ClusterEnv(gym.Env):
                 self._truncated = not self._terminated
                 w.build(sim, empty=True)
                 return
-            self._record()
+            if self._recording:
+                self.episode_record.append(sim)
             w.build(sim)
             if w.can_act:
                 return
@@ -280,19 +283,10 @@ class ClusterEnv(gym.Env):
                                       self._clock_offset, w.free)
 
     # ------------------------------------------------------------------ rendering
-    def _record(self) -> None:
-        if self.render_mode != "rgb_array":
-            return
-        c = self.sim.cluster
-        occ = np.array([g[0].job.jid if g else -1 for g in c.gpu_tasks], dtype=np.int64)
-        self._history.append((self.sim.now, occ, c.overloaded.copy()))
-
     def render(self):
         if self.render_mode is None:
             gym.logger.warn("render() called without a render_mode")
             return None
-        from .render import render_ansi, render_rgb
-
         if self.sim is None:
             raise RuntimeError("call reset() before render()")
         if self.render_mode == "ansi":

@@ -1,15 +1,48 @@
-"""Rendering for :class:`clustergym.gym_env.ClusterEnv`: "ansi" (text snapshot) and "rgb_array" (numpy-only image).
+"""Rendering for :class:`clustergym.gym_env.ClusterEnv`: "ansi" (text snapshot) and "rgb_array" (numpy-only image),
+and the :class:`EpisodeRecord` the image is drawn from.
 
-The rgb image shows GPU occupancy over the last ``render_history`` decision points: one column per snapshot
-(oldest left), one row per GPU (at most 512 rows; larger clusters are sampled evenly), coloured by the id of
-the job holding the GPU (black = idle). A 4-pixel strip on the right shows the current overload state of
-each row's server (red = overloaded, green = not); a 2-pixel gap separates it. Pixels are scaled x2.
+The rgb image shows GPU occupancy over the last ``render_history`` snapshots of the episode record: one column
+per snapshot (oldest left), one row per GPU (at most 512 rows; larger clusters are sampled evenly), coloured by
+the id of the job holding the GPU (black = idle). A 4-pixel strip on the right shows the current overload
+state of each row's server (red = overloaded, green = not); a 2-pixel gap separates it. Pixels are scaled x2.
 """
 from __future__ import annotations
+
+from collections import deque
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
 MAX_ROWS = 512
+
+
+class Snapshot(NamedTuple):
+    time: float  # simulated seconds
+    gpu_job: np.ndarray  # (n_gpus,) int64: id of a job holding the GPU, -1 if idle
+    overloaded: np.ndarray  # (n_servers,) bool
+
+
+class EpisodeRecord:
+    """The last ``maxlen`` snapshots of the episode's GPU occupancy (``env.unwrapped.episode_record``). The
+    env appends one at every decision point and after every command when its render mode is "rgb_array" (the
+    only reader), and clears it on reset."""
+
+    def __init__(self, maxlen: int):
+        self.snapshots: deque[Snapshot] = deque(maxlen=max(1, int(maxlen)))
+
+    def append(self, sim) -> None:
+        c = sim.cluster
+        occ = np.array([g[0].job.jid if g else -1 for g in c.gpu_tasks], dtype=np.int64)
+        self.snapshots.append(Snapshot(sim.now, occ, c.overloaded.copy()))
+
+    def clear(self) -> None:
+        self.snapshots.clear()
+
+    def __len__(self) -> int:
+        return len(self.snapshots)
+
+    def __iter__(self) -> Iterator[Snapshot]:
+        return iter(self.snapshots)
 
 
 def _colour(jid: np.ndarray) -> np.ndarray:
@@ -27,11 +60,11 @@ def render_rgb(env) -> np.ndarray:
     c = env.sim.cluster
     n = c.n_gpus
     rows = np.arange(n) if n <= MAX_ROWS else np.linspace(0, n - 1, MAX_ROWS).astype(np.int64)
-    hist = list(env._history)
+    hist = list(env.episode_record)
     T = max(1, len(hist))
     occ = np.full((len(rows), T), -1, np.int64)
-    for i, (_, o, _) in enumerate(hist):
-        occ[:, i] = o[rows]
+    for i, snap in enumerate(hist):
+        occ[:, i] = snap.gpu_job[rows]
     img = _colour(occ)  # (rows, T, 3)
     over = c.overloaded[c.gpu_server[rows]]
     strip = np.zeros((len(rows), 6, 3), np.uint8)

@@ -389,8 +389,22 @@ def test_render_modes():
             break
     img = env.render()
     assert img.dtype == np.uint8 and img.ndim == 3 and img.shape[2] == 3
-    assert img.shape[0] == 2 * env.unwrapped.sim.cluster.n_gpus and img.shape[1] <= 2 * (10 + 6)
+    assert img.shape[0] == 2 * env.unwrapped.sim.cluster.n_gpus and img.shape[1] == 2 * (10 + 6)
     assert img.any()
+    # the image is drawn from the public, bounded episode record: the last 10 snapshots
+    u = env.unwrapped
+    rec = list(u.episode_record)
+    assert len(rec) == 10 and all(a.time <= b.time for a, b in zip(rec, rec[1:])) and rec[-1].time <= u.sim.now
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step(greedy_action(u))
+    last = u.episode_record.snapshots[-1]  # after the last command (or decision point): the cluster now
+    c = u.sim.cluster
+    assert last.time == u.sim.now and last.gpu_job.tolist() == [g[0].job.jid if g else -1 for g in c.gpu_tasks]
+    assert np.array_equal(last.overloaded, c.overloaded) and last.overloaded is not c.overloaded
+    env.reset(seed=1)
+    assert len(u.episode_record) <= 1  # cleared on reset (then the first decision point)
+    assert len(gym.make(HETERO, **SMALL).unwrapped.episode_record) == 0  # recorded only for rgb_array
 
 
 def test_observation_contents():
