@@ -14,12 +14,7 @@ from .core.job import JobState
 from .observation import ObservationBuilder
 from .render import EpisodeRecord, render_ansi, render_rgb
 from .reward import Reward, objectives
-from .window import Window
-
-class InvalidAction(ValueError):
-    """An action the current mask forbids (invalid-action rule "raise"); the message names the action index,
-    its decoded row/column, the task and the reason."""
-
+from .window import InvalidAction, Window, action_index
 
 class ClusterEnv(gym.Env):
     """A GPU cluster running DAG-structured training jobs; the agent places, migrates and requeues tasks.
@@ -196,7 +191,7 @@ class ClusterEnv(gym.Env):
     def step(self, action):
         if self.sim is None:
             raise RuntimeError("call reset() before step()")
-        a = int(action)
+        a = action_index(action)  # InvalidAction for anything but an integer, whatever the invalid-action rule
         if self._done:
             zero = np.zeros(self.reward_fn.dim, np.float32) if self.config.vector_reward else 0.0
             return (self._make_obs(), zero, self._terminated, self._truncated,

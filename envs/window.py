@@ -20,7 +20,7 @@ row kind        ``col < K`` (destination ``col``)       ``col == K``
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,29 @@ from .core.commands import Command
 if TYPE_CHECKING:
     from .core.engine import Simulator
     from .core.job import Task
+
+class InvalidAction(ValueError):
+    """An action the env cannot take: not an integer index, out of range, or masked out (the message names the
+    action, its row/column and task where it has them, and why)."""
+
+
+def action_index(action: Any) -> int:
+    """``action`` as a Python int: a Python int, a numpy integer, or a numpy integer array of one element (what
+    SB3 and vector envs pass). Anything else (None, floats, booleans, strings, longer arrays) raises
+    :class:`InvalidAction` naming the value: truncating -0.5 to action 0 would act on a bug silently."""
+    if type(action) is int:
+        return action
+    if isinstance(action, np.integer) or isinstance(action, int) and not isinstance(action, bool):
+        return int(action)
+    if isinstance(action, np.ndarray):
+        if action.dtype.kind in "iu" and action.size == 1:
+            return int(action.reshape(-1)[0])
+        why = f"a {action.dtype} array of shape {action.shape}, not one integer"
+    else:
+        why = f"a {type(action).__name__}, not an integer"
+    raise InvalidAction(f"action {action!r} is {why}: step() takes an action index (int, numpy integer or a "
+                        f"one-element integer array)")
+
 
 FIT_EPS = 1e-9  # slack of the mask's fit test (free + eps >= demand), as the simulator's admission test
 ROW_KINDS = ("place", "migrate", "preempt")
@@ -120,16 +143,16 @@ class Window:
 
     def decode(self, action: int) -> tuple[int, int] | None:
         """(row, col) of an action index, None for "end round"."""
-        a = int(action)
+        a = action_index(action)
         if a == self.end_round_action:
             return None
         if not 0 <= a < self.end_round_action:
-            raise ValueError(f"action {a} out of range 0..{self.n_actions - 1}")
+            raise InvalidAction(f"action {a} out of range 0..{self.n_actions - 1}")
         return divmod(a, self.K + 1)
 
     def command(self, action: int) -> Command | None:
         """The command an action stands for in the current window (None for "end round"), by the table in
-        the module docstring. Raises ValueError for a padding row or column or a combination the table
+        the module docstring. Raises :class:`InvalidAction` for a padding row or column or a combination the table
         leaves out; it does not check the mask (validity is :attr:`mask`'s business)."""
         rc = self.decode(action)
         if rc is None:
@@ -137,13 +160,13 @@ class Window:
         row, col = rc
         task, kind = self.tasks[row], self.kinds[row]
         if task is None or kind == "place" and col == self.K or kind == "preempt" and col < self.K:
-            raise ValueError(self.why_invalid(action))
+            raise InvalidAction(self.why_invalid(action))
         if col == self.K:
             return Command("preempt", task.tid, None, task.job.jid) if kind == "preempt" else Command("requeue",
                                                                                                      task.tid)
         server = self.destinations[col]
         if server < 0:
-            raise ValueError(self.why_invalid(action))
+            raise InvalidAction(self.why_invalid(action))
         return Command(kind, task.tid, server)
 
     def action(self, cmd: Command) -> int | None:
@@ -171,7 +194,7 @@ class Window:
         """Why ``action`` is not allowed now (the mask's rule in words, for :class:`InvalidAction` and
         ``info["invalid_action"]``). With ``sim``, a destination the task does not fit is explained by the
         simulator's ``fit_reason``."""
-        a = int(action)
+        a = action_index(action)
         if not 0 <= a < self.n_actions:
             return f"action {a} out of range 0..{self.n_actions - 1}"
         row, col = divmod(a, self.K + 1)
@@ -182,7 +205,7 @@ class Window:
         kind = self.kinds[row]
         head += f", task {task.tid} of job {task.job.jid} ({kind})"
         if col == self.K:
-            return f"{head}: 'back to the queue' is only for migration candidates (running tasks)"
+            return f"{head}: 'back to the queue' is only for migration and preemption rows (running tasks)"
         if kind == "preempt":
             return f"{head}: a preemption row allows only 'back to the queue' (col {self.K})"
         server = int(self.dest[col])

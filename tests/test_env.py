@@ -168,6 +168,46 @@ def test_invalid_action_penalty_mode():
     assert r == -2.5 and np.array_equal(info["objectives"], np.zeros(5)) and "out of range" in info["invalid_action"]
 
 
+@pytest.mark.parametrize("mode", ["penalty", "raise"])
+@pytest.mark.parametrize("bad,why", [(None, "NoneType"), (-0.5, "float"), (3.0, "float"), (True, "bool"),
+                                     ("3", "str"), (np.float64(2.0), "float64"), (np.bool_(True), "bool"),
+                                     (np.array([1, 2]), r"shape \(2,\)"), (np.array(0.0), "float64 array"),
+                                     ([1], "list")])
+def test_step_takes_integers_only(mode, bad, why):
+    env = gym.make(HETERO, **SMALL, invalid_action=mode)
+    env.reset(seed=0)
+    u = env.unwrapped
+    t0, steps = u.sim.now, u._steps
+    with pytest.raises(InvalidAction, match=rf"action .* is a .*{why}.*step\(\) takes an action index"):
+        env.step(bad)
+    assert u.sim.now == t0 and u._steps == steps  # nothing happened
+
+
+def test_step_accepts_python_and_numpy_integers():
+    ref = gym.make(HETERO, **SMALL)
+    ref.reset(seed=0)
+    a = int(np.flatnonzero(ref.unwrapped.action_masks()[:-1])[0])
+    obs, r, *_ = ref.step(a)
+    for form in (np.int64(a), np.int32(a), np.uint16(a), np.array(a), np.array([a]), np.array([[a]], np.int8)):
+        env = gym.make(HETERO, **SMALL, invalid_action="raise")
+        env.reset(seed=0)
+        obs2, r2, *_ = env.step(form)
+        assert r2 == r and all(np.array_equal(obs[k], obs2[k]) for k in obs), type(form)
+
+
+def test_default_invalid_action_rule_is_penalty():
+    assert EnvConfig().invalid_action == "penalty" and EnvConfig().invalid_penalty == -0.1
+    env = gym.make(HETERO, **SMALL)  # a masked-out action: a no-op with reward invalid_penalty
+    env.reset(seed=0)
+    bad = int(np.flatnonzero(~env.unwrapped.action_masks())[0])
+    _, r, _, _, info = env.step(bad)
+    assert "invalid_action" in info
+    with pytest.raises(InvalidAction, match=rf"action {bad} "):  # one keyword away: invalid_action="raise"
+        env = gym.make(HETERO, **SMALL, invalid_action="raise")
+        env.reset(seed=0)
+        env.step(bad)
+
+
 # ------------------------------------------------------------------ helpers for heuristics
 def test_window_translates_actions_and_commands():
     env = gym.make(HETERO, **SMALL, preemption=True)
