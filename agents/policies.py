@@ -40,6 +40,9 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.policies import ActorCriticPolicy, BaseModel
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
+from clustergym.core.engine import SimConfig
+from clustergym.observation import FIXED_TASK_COLUMNS, SERVER_COLUMNS
+
 OBS_KEYS = ("tasks", "servers", "gpu_loads", "global", "affinity")
 MASKED_LOGIT = -1e8
 N_GPU_STATS = 4  # mean, max, min load over real GPUs, idle-GPU fraction
@@ -78,12 +81,15 @@ def gpu_stats(gpu_loads: th.Tensor) -> th.Tensor:
     return th.stack((mean, mx, mn, idle), dim=-1)
 
 
-# server feature columns (clustergym.observation.SERVER_COLUMNS) and task columns used by the derived pair features
-S_UTIL = slice(1, 5)      # util_gpu, util_cpu, util_mem, util_net
-S_FREE_GMEM, S_FREE_CPU, S_FREE_MEM, S_OVER = 5, 6, 7, 10
-T_IS_PS, T_GMEM, T_GUTIL, T_CPU, T_MEM = 5, 6, 7, 8, 9
-T_WAIT, T_SHARE = 2, 10
-H_R = 0.9                 # the simulator's default overload threshold h_r (MLFS §4.1)
+# observation columns by name: the task columns at a fixed index in every configuration, the server columns
+T = {name: i for i, name in enumerate(FIXED_TASK_COLUMNS)}
+S = {name: i for i, name in enumerate(SERVER_COLUMNS)}
+S_UTIL = slice(S["util_gpu"], S["util_net"] + 1)  # the utilisation vector (gpu, cpu, mem, net) of MLF-H's ideal host
+if SERVER_COLUMNS[S_UTIL] != ("util_gpu", "util_cpu", "util_mem", "util_net"):
+    raise ImportError(f"the pair features need util_gpu..util_net adjacent in SERVER_COLUMNS, got {SERVER_COLUMNS}")
+U_CPU, U_MEM = S["util_cpu"] - S_UTIL.start, S["util_mem"] - S_UTIL.start  # their positions in the vector
+# the simulator's default overload threshold h_r, for policies built without an env's (policy_spec passes it)
+DEFAULT_OVERLOAD_THRESHOLD = SimConfig().overload_threshold
 N_PAIR_FEATS = 12
 N_ROW_FEATS = 8
 
@@ -98,13 +104,10 @@ def job_columns(task_dim: int) -> dict[str, int]:
     ``deadline_slack``, ``placed_share``). They are in the observation's fixed prefix
     (:data:`clustergym.observation.FIXED_TASK_COLUMNS`), so they do not depend on the model catalogue or the
     env's ``loss_history``."""
-    from clustergym.observation import FIXED_TASK_COLUMNS as names
-
-    if task_dim < len(names):
-        raise ValueError(f"task width {task_dim} is narrower than the observation's fixed columns ({len(names)})")
-    return {"urgency": names.index("urgency"), "job_index": names.index("job_index"),
-            "slack": names.index("deadline_slack"), "placed": names.index("placed_share"),
-            "remaining": names.index("remaining_time")}
+    if task_dim < len(T):
+        raise ValueError(f"task width {task_dim} is narrower than the observation's fixed columns ({len(T)})")
+    return {"urgency": T["urgency"], "job_index": T["job_index"], "slack": T["deadline_slack"],
+            "placed": T["placed_share"], "remaining": T["remaining_time"]}
 
 
 def row_features(tasks: th.Tensor, cols: dict[str, int]) -> th.Tensor:
@@ -115,29 +118,31 @@ def row_features(tasks: th.Tensor, cols: dict[str, int]) -> th.Tensor:
     ordering (parameter servers first, then partly placed jobs, ties by arrival): "is a PS", "is the earliest
     PS row", "job partly placed", job index minus the earliest row's. Reductions are masked min over present
     rows, so the features are permutation-equivariant and independent of W. ``cols``: :func:`job_columns`."""
-    present = tasks[..., 0] > 0.5
+    present = tasks[..., T["present"]] > 0.5
     slack = _unsq(tasks[..., cols["slack"]])
     inv_slack = th.sign(slack) / slack.abs().clamp_min(1.0 / 60.0)
-    wait = _unsq(tasks[..., T_WAIT])
+    wait = _unsq(tasks[..., T["task_waiting_time"]])
     remaining = _unsq(tasks[..., cols["remaining"]])
     inv_remaining = 1.0 / remaining.clamp_min(1.0 / 60.0)
-    lshare = tasks[..., cols["urgency"]] * 10.0 * tasks[..., T_SHARE]
-    is_ps = (tasks[..., 5] > 0.5) & present
+    lshare = tasks[..., cols["urgency"]] * 10.0 * tasks[..., T["partition_share"]]
+    is_ps = (tasks[..., T["is_ps"]] > 0.5) & present
     jidx = tasks[..., cols["job_index"]]
     big = th.full_like(jidx, 1e4)
     ps_first = th.where(is_ps, jidx, big).amin(-1, keepdim=True)
     earliest_ps = (is_ps & (jidx <= ps_first + 1e-7)).float()
     rel = jidx - th.where(present, jidx, big).amin(-1, keepdim=True).clamp(max=1.0)
-    partly = ((tasks[..., cols["placed"]] > 0) & (tasks[..., 1] < 0.5) & present).float()  # waiting task, gang begun
+    waiting = tasks[..., T["is_running"]] < 0.5
+    partly = ((tasks[..., cols["placed"]] > 0) & waiting & present).float()  # waiting task, gang begun
     f = th.stack((inv_slack.clamp(-60.0, 60.0) / 10.0, inv_remaining / 10.0, wait.clamp(max=100.0) / 10.0, lshare,
                   is_ps.float(),
                   earliest_ps, partly, rel * 10.0), -1)
     return f * present.unsqueeze(-1).float()
 
 
-def pair_features(obs: dict[str, th.Tensor], h: float = H_R) -> tuple[th.Tensor, th.Tensor]:
+def pair_features(obs: dict[str, th.Tensor], h: float) -> tuple[th.Tensor, th.Tensor]:
     """Weight-free (task row, destination) features derived from the observation, (B, W, K, 12), and the
-    valid-pair mask (B, W, K). They restate MLF-H's placement rule (MLFS §3.3.2) in observation terms:
+    valid-pair mask (B, W, K). They restate MLF-H's placement rule (MLFS §3.3.2) in observation terms, with
+    ``h`` the env's overload threshold h_r (:func:`overload_threshold`):
 
     - ``fit``: the action mask of the pair; ``head``: an estimate of "underloaded and not overloaded by this
       task" (server not overloaded, CPU/memory use + the task's demand <= h, a GPU whose load + the task's GPU
@@ -157,13 +162,13 @@ def pair_features(obs: dict[str, th.Tensor], h: float = H_R) -> tuple[th.Tensor,
     if mask is not None and mask.shape[-1] == W * (K + 1) + 1:
         fit = mask[:, :-1].reshape(B, W, K + 1)[..., :K] > 0.5
     else:
-        fit = (tasks[..., 0:1] > 0.5) & (servers[..., 0] > 0.5).unsqueeze(1)
-    over = servers[..., S_OVER] > 0.5                       # (B, K)
+        fit = (tasks[..., T["present"]].unsqueeze(-1) > 0.5) & (servers[..., S["present"]] > 0.5).unsqueeze(1)
+    over = servers[..., S["overloaded"]] > 0.5              # (B, K)
     util = servers[..., S_UTIL]                             # (B, K, 4)
-    t_cpu, t_mem, t_gpu = tasks[..., T_CPU], tasks[..., T_MEM], tasks[..., T_GUTIL]
-    is_ps = tasks[..., T_IS_PS] > 0.5
-    cpu_after = util[..., 1].unsqueeze(1) + t_cpu.unsqueeze(2)      # (B, W, K)
-    mem_after = util[..., 2].unsqueeze(1) + t_mem.unsqueeze(2)
+    t_cpu, t_mem, t_gpu = tasks[..., T["cpu_demand"]], tasks[..., T["mem_demand"]], tasks[..., T["gpu_util_demand"]]
+    is_ps = tasks[..., T["is_ps"]] > 0.5
+    cpu_after = util[..., U_CPU].unsqueeze(1) + t_cpu.unsqueeze(2)  # (B, W, K)
+    mem_after = util[..., U_MEM].unsqueeze(1) + t_mem.unsqueeze(2)
     real = loads >= 0                                        # (B, K, G)
     l = loads.clamp_min(0.0)
     gpu_ok_g = real.unsqueeze(1) & ((l.unsqueeze(1) + t_gpu[:, :, None, None] <= h + 1e-6)
@@ -190,16 +195,18 @@ def pair_features(obs: dict[str, th.Tensor], h: float = H_R) -> tuple[th.Tensor,
     nearest = (cand & (gap <= 1e-6)).float()
     f = th.stack((fit.float(), head.float(), cand.float(), dist.clamp(max=4.0), gap.clamp(max=4.0), nearest,
                   aff, bwn, h - cpu_after, h - mem_after, h - gpu_after,
-                  servers[..., S_FREE_GMEM].unsqueeze(1) - tasks[..., T_GMEM].unsqueeze(2)), -1)
+                  servers[..., S["free_gpu_mem"]].unsqueeze(1) - tasks[..., T["gpu_mem_demand"]].unsqueeze(2)), -1)
     return f, fit
 
 
 class PairwiseEncoder(nn.Module):
     """obs dict -> (logits (B, W*(K+1)+1), value embedding (B, 3d)). Weights are independent of W, K, G."""
 
-    def __init__(self, task_dim: int, server_dim: int, global_dim: int, d: int = 64):
+    def __init__(self, task_dim: int, server_dim: int, global_dim: int, d: int = 64,
+                 overload_threshold: float = DEFAULT_OVERLOAD_THRESHOLD):
         super().__init__()
         self.d = d
+        self.overload_threshold = float(overload_threshold)  # h of the pair features
         self.cols = job_columns(task_dim)
         self.task_in = _mlp(task_dim + N_ROW_FEATS, d, d)
         self.server_in = _mlp(server_dim + N_GPU_STATS, d, d)
@@ -220,8 +227,8 @@ class PairwiseEncoder(nn.Module):
         tasks, servers, glob = obs["tasks"], obs["servers"], obs["global"]
         B, W, _ = tasks.shape
         K = servers.shape[1]
-        tp = (tasks[..., 0] > 0.5).float()  # column 0 is "present" in both tables
-        sp = (servers[..., 0] > 0.5).float()
+        tp = (tasks[..., T["present"]] > 0.5).float()
+        sp = (servers[..., S["present"]] > 0.5).float()
         ht = self.task_in(th.cat((tasks, row_features(tasks, self.cols)), -1))
         hs = self.server_in(th.cat((servers, gpu_stats(obs["gpu_loads"])), -1))
         g = self.glob_in(glob)
@@ -229,7 +236,7 @@ class PairwiseEncoder(nn.Module):
         ht = ht + self.task_ctx(th.cat((ht, ps.unsqueeze(1).expand(B, W, -1), g.unsqueeze(1).expand(B, W, -1)), -1))
         hs = hs + self.server_ctx(th.cat((hs, pt.unsqueeze(1).expand(B, K, -1), g.unsqueeze(1).expand(B, K, -1)), -1))
         pt, ps = _masked_mean(ht, tp), _masked_mean(hs, sp)
-        x, fit = pair_features(obs)
+        x, fit = pair_features(obs, self.overload_threshold)
         pre = self.pair_t(ht).unsqueeze(2) + self.pair_s(hs).unsqueeze(1) + self.pair_x(x)  # (B, W, K, dp)
         hp = th.relu(self.pair_mid(th.tanh(pre)))
         scores = self.pair_out(hp).squeeze(-1)  # (B, W, K)
@@ -250,12 +257,13 @@ class PairwiseEncoder(nn.Module):
 class PairwiseExtractor(BaseFeaturesExtractor):
     """Runs :class:`PairwiseEncoder`; features = [logits, pooled embedding] (split again by the head)."""
 
-    def __init__(self, observation_space: gym.spaces.Dict, d: int = 64):
+    def __init__(self, observation_space: gym.spaces.Dict, d: int = 64,
+                 overload_threshold: float = DEFAULT_OVERLOAD_THRESHOLD):
         n_actions = int(observation_space["action_mask"].shape[0])
         super().__init__(observation_space, features_dim=n_actions + 3 * d)
         self.n_actions = n_actions
         self.encoder = PairwiseEncoder(observation_space["tasks"].shape[1], observation_space["servers"].shape[1],
-                                       observation_space["global"].shape[0], d)
+                                       observation_space["global"].shape[0], d, overload_threshold)
 
     def forward(self, obs: dict[str, th.Tensor]) -> th.Tensor:
         logits, pooled = self.encoder(obs)
@@ -283,12 +291,14 @@ class _SplitHead(nn.Module):
 
 
 class _PairwiseMixin:
-    def __init__(self, observation_space, action_space, lr_schedule, *args, d: int = 64, **kwargs: Any):
+    def __init__(self, observation_space, action_space, lr_schedule, *args, d: int = 64,
+                 overload_threshold: float = DEFAULT_OVERLOAD_THRESHOLD, **kwargs: Any):
         kwargs.setdefault("features_extractor_class", PairwiseExtractor)
-        kwargs.setdefault("features_extractor_kwargs", {"d": d})
+        kwargs.setdefault("features_extractor_kwargs", {"d": d, "overload_threshold": overload_threshold})
         kwargs.setdefault("ortho_init", False)
         kwargs.setdefault("share_features_extractor", True)
         self._d = d
+        self._overload_threshold = float(overload_threshold)
         super().__init__(observation_space, action_space, lr_schedule, *args, **kwargs)
 
     def _build_mlp_extractor(self) -> None:
@@ -303,6 +313,7 @@ class _PairwiseMixin:
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
         data["d"] = self._d
+        data["overload_threshold"] = self._overload_threshold
         return data
 
 
@@ -314,19 +325,34 @@ class PairwisePPOPolicy(_PairwiseMixin, ActorCriticPolicy):
     """Plain-PPO policy with the pairwise scorer (masks applied inside the network from obs["action_mask"])."""
 
 
+def overload_threshold(env: Any) -> float:
+    """The overload threshold h_r of ``env``'s simulator (``sim={"overload_threshold": ...}``): a ClusterEnv,
+    wrapped or not, or a vector env of them (SB3's or Gymnasium's)."""
+    if not isinstance(env, gym.Env) and hasattr(env, "get_attr"):
+        config = env.get_attr("sim_config")[0]
+    else:
+        config = env.unwrapped.sim_config
+    return float(config.overload_threshold)
+
+
 def policy_spec(policy: str, algo: str, net_arch: list[int] | None = None, d: int = 64,
-                share_encoder: bool = True) -> tuple[type, dict]:
+                share_encoder: bool = True, overload_threshold: float | None = None) -> tuple[type, dict]:
     """(policy class, policy_kwargs) for ``--policy`` mlp|pairwise and ``--algo`` maskable|ppo.
     ``share_encoder=False`` gives the critic its own copy of the encoder (SB3's ``share_features_extractor``),
-    so value-loss gradients cannot move the actor's features (twice the encoder compute)."""
+    so value-loss gradients cannot move the actor's features (twice the encoder compute). The pairwise
+    policy needs the env's ``overload_threshold`` (:func:`overload_threshold`) for its pair features."""
     if policy == "mlp":
         cls = MaskableActorCriticPolicy if algo == "maskable" else ActorCriticPolicy
         arch = list(net_arch or [256, 256])
         return cls, {"features_extractor_class": FlatObsExtractor, "net_arch": {"pi": arch, "vf": arch},
                      "share_features_extractor": bool(share_encoder)}
     if policy == "pairwise":
+        if overload_threshold is None:
+            raise ValueError("the pairwise policy needs overload_threshold= (overload_threshold(env)): its pair "
+                             "features test headroom against the env's h_r")
         return ((PairwiseMaskablePolicy if algo == "maskable" else PairwisePPOPolicy),
-                {"d": int(d), "share_features_extractor": bool(share_encoder)})
+                {"d": int(d), "share_features_extractor": bool(share_encoder),
+                 "overload_threshold": float(overload_threshold)})
     raise ValueError(f"unknown policy {policy!r}; choose 'mlp' or 'pairwise'")
 
 

@@ -134,7 +134,7 @@ class ClusterEnv(gym.Env):
         self.observation_space = self.obs_builder.space(self.n_actions)
         sim_kw = {"record_series": False, **cfg.sim}  # the env does not need the per-decision series
         sim_kw["horizon_s"] = float(cfg.max_sim_time)
-        self._sim_config = SimConfig(**sim_kw)
+        self.sim_config = SimConfig(**sim_kw)  # the simulator's configuration (thresholds, tick, ...)
         self.episode_record = EpisodeRecord(cfg.render_history)
         self._recording = render_mode == "rgb_array"  # the record's only reader
         self.sim: Simulator | None = None
@@ -167,7 +167,7 @@ class ClusterEnv(gym.Env):
         ep["n_jobs"] = len(specs)
         self.episode = ep
         self._clock_offset = float(ep.get("clock_offset", 0.0))
-        self.sim = Simulator(self._cluster, specs, self._sim_config, seed=sim_seed, models=self._models)
+        self.sim = Simulator(self._cluster, specs, self.sim_config, seed=sim_seed, models=self._models)
         self.obs_builder.reset(self.sim)
         self.window.reset(self.sim)
         self.reward_fn.reset(self.sim.metrics, max(1, self.sim.n_jobs))

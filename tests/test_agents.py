@@ -13,7 +13,7 @@ import torch as th
 import clustergym  # noqa: F401
 from clustergym.agents.bc import agreement, behaviour_clone, collect, collect_dagger, disagreement_split, merge
 from clustergym.agents.evaluate import evaluate, make_env, paired_table, results_table, summarize, t95
-from clustergym.agents.policies import MASKED_LOGIT, masked_logits, policy_spec
+from clustergym.agents.policies import MASKED_LOGIT, masked_logits, overload_threshold, policy_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_ID = "clustergym/GPUCluster-v0"
@@ -25,7 +25,7 @@ def _model(env, policy="pairwise", algo="maskable", seed=0):
     from sb3_contrib import MaskablePPO
     from stable_baselines3 import PPO
 
-    cls, kw = policy_spec(policy, algo)
+    cls, kw = policy_spec(policy, algo, overload_threshold=overload_threshold(env))
     Algo = MaskablePPO if algo == "maskable" else PPO
     return Algo(cls, env, policy_kwargs=kw, n_steps=64, batch_size=32, device="cpu", seed=seed)
 
@@ -194,7 +194,7 @@ def test_separate_critic_encoder_trains_and_clones():
     from sb3_contrib import MaskablePPO
 
     env = make_env(ENV_ID, {"window_jobs": 8})
-    cls, kw = policy_spec("pairwise", "maskable", share_encoder=False)
+    cls, kw = policy_spec("pairwise", "maskable", share_encoder=False, overload_threshold=overload_threshold(env))
     model = MaskablePPO(cls, env, policy_kwargs=kw, n_steps=64, batch_size=32, device="cpu", seed=0)
     p = model.policy
     assert p.pi_features_extractor is not p.vf_features_extractor
@@ -206,3 +206,38 @@ def test_separate_critic_encoder_trains_and_clones():
     assert not all(th.equal(a, b) for a, b in zip(pi_before, p.pi_features_extractor.parameters()))  # actor learns
     assert agreement(p, data) > 0.0
     model.learn(64)
+
+
+def test_pair_features_use_the_envs_overload_threshold(tmp_path):
+    from clustergym.agents.policies import pair_features
+    from clustergym.agents.io import load_agent
+
+    env = make_env(ENV_ID, {"window_jobs": 10, "sim": {"overload_threshold": 0.8}})
+    assert overload_threshold(env) == 0.8
+    with pytest.raises(ValueError, match="overload_threshold"):
+        policy_spec("pairwise", "maskable")
+    model = _model(env)
+    enc = model.policy.pi_features_extractor.encoder
+    assert enc.overload_threshold == 0.8
+    obs, _ = env.reset(seed=0)
+    for _ in range(40):  # a state with some load, where the headroom test can bind
+        obs, *_ = env.step(int(np.flatnonzero(env.unwrapped.action_masks())[0]))
+    o = _obs_tensor(obs)
+    x08, _ = pair_features(o, 0.8)
+    x09, _ = pair_features(o, 0.9)
+    assert not th.equal(x08, x09)  # the margins h - use differ
+    seen = {}
+    hook = enc.pair_x.register_forward_hook(lambda m, inp, out: seen.update(x=inp[0]))
+    with th.no_grad():
+        model.policy.extract_features(o, model.policy.pi_features_extractor)
+    hook.remove()
+    assert th.equal(seen["x"], x08)
+    # the threshold is saved with the model and restored on load
+    model.save(tmp_path / "m.zip")
+    loaded = load_agent(tmp_path / "m.zip", warn=False, algo="maskable")
+    assert loaded.policy.pi_features_extractor.encoder.overload_threshold == 0.8
+    # vector envs: read from the first sub-env
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    venv = DummyVecEnv([lambda: make_env(ENV_ID, {"window_jobs": 5, "sim": {"overload_threshold": 0.7}})])
+    assert overload_threshold(venv) == 0.7

@@ -407,9 +407,10 @@ def reward_wrapper(cfg: dict, ecfg: dict):
 
 
 def _new_model(cfg: dict, env, tb_dir: str):
-    from clustergym.agents.policies import policy_spec
+    from clustergym.agents.policies import overload_threshold, policy_spec
 
-    policy_cls, pkw = policy_spec(cfg["policy"], cfg["algo"], cfg["net_arch"], cfg["d"], cfg["share_encoder"])
+    policy_cls, pkw = policy_spec(cfg["policy"], cfg["algo"], cfg["net_arch"], cfg["d"], cfg["share_encoder"],
+                                  overload_threshold=overload_threshold(env))
     if cfg["algo"] == "maskable":
         from sb3_contrib import MaskablePPO as Algo
     else:
