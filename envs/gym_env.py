@@ -1,4 +1,8 @@
-"""The Gymnasium environment: MLFS-style observations, masked placement/migration actions, MLFS Eq. (7) reward."""
+"""The Gymnasium environment (:class:`ClusterEnv`): the Gymnasium contract (reset, step, render, action masks)
+over the simulator (:mod:`clustergym.core`), the candidate window and action translation
+(:mod:`clustergym.window`), the objectives (:mod:`clustergym.reward`) and the observation builder
+(:mod:`clustergym.observation`). MLFS-style observations, masked placement/migration actions, MLFS Eq. (7)
+reward."""
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -16,8 +20,26 @@ from .render import EpisodeRecord, render_ansi, render_rgb
 from .reward import Reward, objectives
 from .window import InvalidAction, Window, action_index
 
+__all__ = ["ClusterEnv", "InvalidAction"]
+
+
 class ClusterEnv(gym.Env):
-    """A GPU cluster running DAG-structured training jobs; the agent places, migrates and requeues tasks.
+    """A GPU cluster running DAG-structured training jobs; the agent places, migrates, requeues and preempts tasks.
+
+    .. code-block:: python
+
+        import gymnasium as gym
+        import numpy as np
+        import clustergym  # registers the ids
+
+        env = gym.make("clustergym/GPUCluster-v0", window_jobs=20)      # any EnvConfig field as a keyword
+        obs, info = env.reset(seed=0)
+        done = False
+        while not done:
+            action = int(np.flatnonzero(obs["action_mask"])[0])         # a policy picks among the valid actions
+            obs, reward, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+        print(info["summary"]["mean_jct"])
 
     **Decision points.** ``reset`` and every round end advance the simulator (``sim.next_decision()``) to the
     next scheduling tick where a decision is possible (a ready task fits somewhere, or a server is overloaded:
@@ -27,24 +49,32 @@ class ClusterEnv(gym.Env):
     ``end_round_action`` (the last index) ends the round and lets time advance. Whenever the mask allows
     nothing but "end round" (nothing in the window fits any destination, no migration candidate is left),
     the env ends the round by itself and keeps advancing, so the agent never sees a state without a choice
-    (except the terminal observation). A task placed, migrated or requeued in a round is not a migration
-    candidate again in that round (no ping-pong), so every round is finite.
+    (except the terminal observation). A task placed, migrated or requeued in a round (every task of a
+    preempted job) is not a candidate for another move in that round (no ping-pong), so every round is finite.
+
+    **The window** (:class:`clustergym.window.Window`, ``env.unwrapped.window``) holds the W task rows and K
+    destination columns of the current state, the action mask, and the one translation between action
+    indices and simulator commands (``window.command(a)``, ``window.action(cmd)``). Row order: migration
+    candidates first (running tasks on overloaded servers, by server index then task id; at most
+    ``migrate_rows``, default 8, so a policy that does not migrate still sees the queue); with
+    ``preemption=True`` and tasks waiting, up to ``preempt_rows`` preemption candidates (one row per fully
+    placed running job, its first task, most attained GPU service first); then ready waiting tasks
+    (``Task.is_ready()``) that fit at least one destination, in queue order (= arrival order), at most
+    ``rows_per_job`` per job (so one wide job cannot fill the window and hide the others). Destination
+    columns: with ``n_servers <= K`` all servers in index order (padding -1); otherwise the K servers closest
+    (Euclidean distance of the utilisation vector (gpu, cpu, mem, net)) to MLF-H's ideal virtual host, the
+    element-wise minimum utilisation over underloaded servers (MLFS §3.3.2; all servers if none is
+    underloaded), ordered by distance then index.
 
     **Observation** (``spaces.Dict``, float32 arrays of fixed shape, plus the mask; feature tables and scales
     in docs/env.md and :mod:`clustergym.observation`):
 
-    - ``tasks`` (W, F): one row per candidate task, zeros for padding rows (``present`` = 0). Row order:
-      migration candidates first (running tasks on overloaded servers, by server index then task id; at most
-      ``migrate_rows``, default 8, so a policy that does not migrate still sees the queue), then
-      ready waiting tasks (``Task.is_ready()``) that fit at least one destination, in queue order (= arrival
-      order), at most ``rows_per_job`` of them per job (so one wide job cannot fill the window and hide the
-      others). Ready tasks not shown count in ``global.queue_beyond_window``. With ``preemption=True`` and
-      tasks waiting, up to ``preempt_rows`` preemption candidates (one row per fully placed running job, its
-      first task, most attained GPU service first) come between the migration candidates and the ready tasks.
-      Columns: task state/time features, task demands and DAG position, the job's urgency, deadline slack,
-      iterations, accuracy and remaining run time (``FIXED_TASK_COLUMNS``: at the same index whatever the
-      configuration), then the last ``loss_history`` loss reductions normalised as in MLFS Eq. (2):
-      ``(l(I-j-1) - l(I-j)) / (l(0) - l(I))``, then the job's model one-hot (over ``model_names()``).
+    - ``tasks`` (W, F): one row per window row, zeros for padding rows (``present`` = 0). Columns: task
+      state/time features, task demands and DAG position, the job's urgency, deadline slack, iterations,
+      accuracy and remaining run time (``FIXED_TASK_COLUMNS``: at the same index whatever the configuration),
+      then the last ``loss_history`` loss reductions normalised as in MLFS Eq. (2):
+      ``(l(I-j-1) - l(I-j)) / (l(0) - l(I))``, then the job's model one-hot (over ``model_names()``). Ready
+      tasks not shown count in ``global.queue_beyond_window``.
     - ``servers`` (K, 20): one row per destination column: utilisation of GPU/CPU/memory/network (actual use,
       clipped at 2), free GPU memory (largest free on one GPU), free CPU and memory (nominal), GPU count, idle
       GPUs, overload flag, NIC speed, distance to the ideal virtual host, GPU-type one-hot
@@ -59,42 +89,54 @@ class ClusterEnv(gym.Env):
       bandwidth term; 0 for padding.
     - ``action_mask`` (n_actions,) int8: the same mask as ``action_masks()``.
 
-    **Destinations.** With ``n_servers <= K`` the K columns are all servers in index order (padding -1).
-    Otherwise the K servers closest (Euclidean distance of the utilisation vector (gpu, cpu, mem, net)) to
-    MLF-H's ideal virtual host, the element-wise minimum utilisation over underloaded servers (MLFS §3.3.2;
-    all servers if none is underloaded), ordered by distance then index.
-
     **Action** ``Discrete(W*(K+1)+1)``: ``a = row*(K+1) + col``. ``col < K``: put the row's task on
     destination ``col`` (a waiting task: ``sim.place`` on the least-loaded GPU with room; a running task:
-    ``sim.migrate``); ``col == K``: back to the queue (``sim.requeue`` for migration rows; ``sim.preempt`` of the whole job for
-    preemption rows, which allow nothing else; not valid for waiting tasks); ``a = W*(K+1)``:
-    end the round. ``action_masks()`` (bool) is True exactly where: the row is a real candidate and the column
-    a real destination; the task fits by nominal demand (CPU, memory and, except for a PS, GPU memory on
-    one GPU: ``sim.feasible_servers``); dependencies hold (only ready tasks are rows); for migrations the
-    destination is not the task's own server and is not overloaded; ``col == K`` only for migration rows; end
-    round always. An invalid action either raises :class:`InvalidAction` (``invalid_action="raise"``) or is a
-    no-op with reward ``invalid_penalty`` and ``info["invalid_action"]`` = the reason ("penalty").
+    ``sim.migrate``); ``col == K``: back to the queue (``sim.requeue`` for migration rows; ``sim.preempt`` of
+    the whole job for preemption rows, which allow nothing else; not valid for waiting tasks);
+    ``a = W*(K+1)``: end the round. ``step`` takes an integer index (a Python int, a numpy integer or a
+    one-element integer array); anything else raises :class:`InvalidAction`. ``action_masks()`` (bool) is
+    True exactly where: the row is a real candidate and the column a real destination; the task fits by
+    nominal demand (CPU, memory and, except for a PS, GPU memory on one GPU: ``sim.feasible_servers``);
+    dependencies hold (only ready tasks are rows); for migrations the destination is not the task's own server
+    and is not overloaded; ``col == K`` only for migration and preemption rows, and preemption rows allow only
+    ``col == K``; end round always.
+
+    **Invalid actions.** By default (``invalid_action="penalty"``) an index the mask forbids (or out of
+    range) is a no-op: the state does not change, the reward is ``invalid_penalty`` (default -0.1) plus what
+    accrued since the last step, and ``info["invalid_action"]`` says why. With ``invalid_action="raise"``
+    it raises :class:`InvalidAction` naming the action, its row/column and task, and the reason.
 
     **Reward** ``r = sum_i beta_i g_i`` (MLFS Eq. 7) from the change of the simulator's cumulative counters
-    during the step (including the time advanced): ``g1 = -d(integral of jobs in system) / (n_jobs * time_scale)``,
-    ``g2 = d(deadlines met) / n_jobs``, ``g3 = -d(cross-server MB) / (n_jobs * bytes_scale)``,
-    ``g4 = d(accuracy requirements met) / n_jobs``, ``g5 = d(sum of accuracy by deadline) / n_jobs``.
+    during the step (including the time advanced); the objectives g are the registry of
+    :mod:`clustergym.reward` and ``beta`` is ``reward_weights``. By default:
+    ``g1 = -d(integral of jobs in system) / (n_jobs * time_scale)``, ``g2 = d(deadlines met) / n_jobs``,
+    ``g3 = -d(cross-server MB) / (n_jobs * bytes_scale)``, ``g4 = d(accuracy requirements met) / n_jobs``,
+    ``g5 = d(sum of accuracy by deadline) / n_jobs``, ``beta = (0.5, 0.55, 0.25, 0.15, 0.15)`` (MLFS §4.1).
     Over a terminated episode the sums are ``-mean_jct/time_scale``, ``deadline_ratio``,
-    ``-bandwidth_mb/(n_jobs*bytes_scale)``, ``accuracy_ratio`` and ``mean_accuracy`` of ``sim.summary()``.
-    ``info["objectives"]`` is the 5-vector (float64) of the step; the invalid-action penalty is not in it.
-    With ``vector_reward=True`` the reward *is* that vector (float32, shape (5,), order ``OBJECTIVE_NAMES``),
-    the env has ``reward_space`` Box(5,) and ``reward_dim`` 5 (MO-Gymnasium's convention, read from
+    ``-bandwidth_mb/(n_jobs*bytes_scale)``, ``accuracy_ratio`` and ``mean_accuracy`` of ``sim.summary()``
+    (``objective_totals()``); what accrues before the first decision point is paid with the first step.
+    ``info["objectives"]`` is the vector g (float64) of the step; the invalid-action penalty is not in it.
+    With ``vector_reward=True`` the reward *is* that vector (float32, one entry per objective, in registry
+    order), the env has ``reward_space`` Box(n) and ``reward_dim`` n (MO-Gymnasium's convention, read from
     ``env.unwrapped``), and ``info["scalar_reward"]`` carries ``beta . g`` plus any invalid-action penalty.
 
     **Termination**: every job of the episode's window finished or was stopped. **Truncation**: the simulated
     time reached ``max_sim_time`` (the simulator's horizon) or ``max_steps`` agent steps were taken. The info of
     the final step (either way) carries ``sim.summary()`` as ``info["summary"]``. Stepping after the end returns
-    the terminal observation again with reward 0.
+    the terminal observation again with reward 0 (a zero vector with ``vector_reward``).
 
     **Info** on reset and every step: ``action_mask`` (bool), ``objectives``, ``sim_time``, ``steps``,
     ``round_actions``; on reset also ``episode`` (window start, seeds, ``dropped_jobs``: ids of mapped jobs
     left out because their tasks together exceed the cluster). **Seeding**: only ``reset(seed=...)``;
     the window, mapping seed and simulator seed are drawn from ``self.np_random``.
+
+    **Rendering**: ``"ansi"`` (text: cluster, queue, window) and ``"rgb_array"`` (GPU occupancy over the
+    public, bounded ``episode_record``; :mod:`clustergym.render`).
+
+    **Version History**
+
+    - v0: every registered id (:mod:`clustergym.scenarios`). A change of dynamics, observation, action or
+      reward gets a new version of the ids it affects; ``eval/trajectory_hash.py`` detects such changes.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}

@@ -50,6 +50,20 @@ def run_episode(env, seed, policy=greedy_action, max_steps=100_000):
 
 
 # ------------------------------------------------------------------ registration and config
+def test_docstring_snippet_runs():
+    from clustergym.gym_env import ClusterEnv
+
+    doc = ClusterEnv.__doc__
+    code = textwrap.dedent(doc.split(".. code-block:: python")[1].split("**Decision points.**")[0])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout.strip().splitlines()[-1]) > 0  # the mean JCT of the finished episode
+    for section in ("**Observation**", "**Action**", "**Invalid actions.**", "**Reward**", "**Termination**",
+                    "**Truncation**", "**Version History**", 'invalid_action="raise"'):
+        assert section in doc
+
+
+
 def test_ids_registered():
     for env_id in (DEFAULT, "clustergym/MLFS80-Philly-v0", HETERO, "clustergym/MLFS2474-v0", "clustergym/Hare160-Philly-v0"):
         assert env_id in gym.registry
