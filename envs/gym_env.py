@@ -184,10 +184,11 @@ class ClusterEnv(gym.Env):
         self._carry = None
 
     def action_masks(self) -> np.ndarray:
+        """The valid actions now (bool, ``n_actions``; a copy): what MaskablePPO reads."""
         return self.window.mask.copy()
 
     # ------------------------------------------------------------------ gym API
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         super().reset(seed=seed)
         cfg = self.config
         options = dict(options or {})
@@ -230,10 +231,11 @@ class ClusterEnv(gym.Env):
             info["summary"] = self.sim.summary()
         return obs, info
 
-    def step(self, action):
+    def step(self, action: Any) -> tuple[dict, Any, bool, bool, dict]:
         if self.sim is None:
             raise RuntimeError("call reset() before step()")
-        a = action_index(action)  # InvalidAction for anything but an integer, whatever the invalid-action rule
+        # InvalidAction for anything but an integer, whatever the invalid-action rule
+        a = action if type(action) is int else action_index(action)
         if self._done:
             zero = np.zeros(self.reward_fn.dim, np.float32) if self.config.vector_reward else 0.0
             return (self._make_obs(), zero, self._terminated, self._truncated,
@@ -320,7 +322,7 @@ class ClusterEnv(gym.Env):
                                       self._clock_offset, w.free)
 
     # ------------------------------------------------------------------ rendering
-    def render(self):
+    def render(self) -> str | np.ndarray | None:
         if self.render_mode is None:
             gym.logger.warn("render() called without a render_mode")
             return None

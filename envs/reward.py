@@ -85,9 +85,9 @@ class Reward:
             raise ValueError(f"{len(weights)} reward weights for {self.dim} objectives {self.names}")
         self.beta = np.asarray(weights, dtype=np.float64)
         self._scales = tuple(_scale(o, config) for o in self.objectives)
-        counters = [o.counter for o in self.objectives]
-        get = operator.attrgetter(*counters)
-        self._get = get if self.dim > 1 else (lambda m: (get(m),))
+        get = operator.attrgetter(*(o.counter for o in self.objectives))
+        # counters(metrics) -> the tuple of the objectives' cumulative counters (one C call per step)
+        self.counters = get if self.dim > 1 else (lambda m: (get(m),))
         self._divisors: tuple[float, ...] = ()
 
     def reset(self, metrics: Any, n_jobs: int) -> None:
@@ -98,12 +98,9 @@ class Reward:
         # sign x d / (n x scale) == d / (sign x n x scale) in IEEE arithmetic (negation is exact)
         self._divisors = tuple(o.sign * (n_jobs * s) for o, s in zip(self.objectives, self._scales))
 
-    def counters(self, metrics: Any) -> tuple:
-        return self._get(metrics)
-
     def objective_values(self, before: tuple, metrics: Any) -> np.ndarray:
         """g (float64, one per objective) accrued since the counters were ``before``."""
-        return np.array([(a - b) / d for a, b, d in zip(self._get(metrics), before, self._divisors)])
+        return np.array([(a - b) / d for a, b, d in zip(self.counters(metrics), before, self._divisors)])
 
     def scalar(self, g: np.ndarray) -> float:
         return float(self.beta @ g)

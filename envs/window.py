@@ -143,7 +143,7 @@ class Window:
 
     def decode(self, action: int) -> tuple[int, int] | None:
         """(row, col) of an action index, None for "end round"."""
-        a = action_index(action)
+        a = action if type(action) is int else action_index(action)
         if a == self.end_round_action:
             return None
         if not 0 <= a < self.end_round_action:
@@ -242,7 +242,7 @@ class Window:
         n_rows = n_place = 0
         if not empty:
             rows, n_over = self._migration_rows(sim)
-            n_mig = n_over + self._preemption_rows(sim, rows)
+            n_mig = n_over + self._preemption_rows(sim, rows) if self.preemption else n_over
             if n_mig < self.W and sim.queue:
                 rows.extend([t for t in sim.queue.values() if t.is_ready()])
             if rows:
@@ -272,7 +272,7 @@ class Window:
     def _preemption_rows(self, sim: "Simulator", rows: list) -> int:
         """Append one row per fully placed running job (its first task), most attained GPU service first
         (the natural victims of least-attained-service policies), then job id; returns how many."""
-        if not (self.preemption and sim.queue and len(rows) < self.W):
+        if not (sim.queue and len(rows) < self.W):
             return 0
         cap = min(self.W - len(rows), self.preempt_rows or self.W)
         seen = {t.job.jid for t in rows}

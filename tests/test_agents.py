@@ -18,7 +18,7 @@ from clustergym.agents.policies import MASKED_LOGIT, masked_logits, overload_thr
 ROOT = Path(__file__).resolve().parent.parent
 ENV_ID = "clustergym/GPUCluster-v0"
 # test_bc_reproduces_mlfh_on_heldout_states, measured on the 2-core development machine (deterministic)
-MEASURED = {"agreement": 0.898, "row_agreement": 0.951}
+MEASURED = {"agreement": 0.902, "row_agreement": 0.954}
 
 
 def _model(env, policy="pairwise", algo="maskable", seed=0):
