@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from operator import sub, truediv
 from typing import Any, Sequence
 
 import numpy as np
@@ -100,7 +101,7 @@ class Reward:
 
     def objective_values(self, before: tuple, metrics: Any) -> np.ndarray:
         """g (float64, one per objective) accrued since the counters were ``before``."""
-        return np.array([(a - b) / d for a, b, d in zip(self.counters(metrics), before, self._divisors)])
+        return np.array(list(map(truediv, map(sub, self.counters(metrics), before), self._divisors)))
 
     def scalar(self, g: np.ndarray) -> float:
         return float(self.beta @ g)

@@ -91,8 +91,8 @@ class Window:
         self._mask2 = self.mask[:-1].reshape(self.W, self.K + 1)
         self.tasks: list = [None] * self.W
         self.kinds: list = [None] * self.W
-        self.destinations: list[int] = [-1] * self.K
         self.dest = np.full(self.K, -1, np.int64)
+        self._destinations: list[int] | None = None
         self.k = 0
         self.can_act = False
         self.queue_beyond = 0
@@ -134,6 +134,14 @@ class Window:
             self.touched.update(t.tid for t in sim.job_by_id[cmd.jid].tasks)
         self.touched.add(cmd.tid)
 
+    @property
+    def destinations(self) -> list[int]:
+        """The server id of each destination column, -1 for padding (``dest`` as a list)."""
+        d = self._destinations
+        if d is None:
+            d = self._destinations = self.dest.tolist()
+        return d
+
     # ------------------------------------------------------------------ encode / decode
     def encode(self, row: int, col: int) -> int:
         """The action index of (row, col); ``col == K`` is "back to the queue"."""
@@ -164,7 +172,7 @@ class Window:
         if col == self.K:
             return Command("preempt", task.tid, None, task.job.jid) if kind == "preempt" else Command("requeue",
                                                                                                      task.tid)
-        server = self.destinations[col]
+        server = int(self.dest[col])
         if server < 0:
             raise InvalidAction(self.why_invalid(action))
         return Command(kind, task.tid, server)
@@ -232,7 +240,7 @@ class Window:
             c.gpu_load, c.server_first_gpu, c.server_n_gpus, c.cpu_use, c.cpu_cap, c.mem_use, c.mem_cap,
             c.net_mbps, c.net_cap_mbps, c.overloaded, sim.n_overloaded, c.server_max_free_gpu_mem, c.cpu_alloc,
             c.mem_alloc, self._gpu_scratch, self.utilisation, self.ideal_distance, self.dest, self.free)
-        self.destinations = self.dest.tolist()
+        self._destinations = None  # the list is made when first read (the env's own step does not need it)
         self.k = k
         mask = self.mask
         mask.fill(False)
