@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from clustergym.window import action_index
+
 from .base import Command, Policy, View
 
 
@@ -59,8 +61,11 @@ class HeuristicAgent:
     def record_taken(self, action: int) -> None:
         """The env is about to be stepped with ``action`` (an action of the current window), which may differ
         from the one the last ``predict`` returned: the policy takes that command, not its own choice, as done
-        in this round."""
-        self._taken = self.env.unwrapped.window.command(int(action))
+        in this round (nothing, for "end round" or an action the mask forbids)."""
+        w = self.env.unwrapped.window
+        a = action_index(action)
+        # a masked-out action is a no-op in the env (or raises there): nothing is taken
+        self._taken = w.command(a) if 0 <= a < w.n_actions and w.mask[a] else None
 
     def predict(self, observation=None, state=None, episode_start=None, deterministic: bool = True,
                 action_masks=None):

@@ -54,8 +54,7 @@ def action_index(action: Any) -> int:
                         f"one-element integer array)")
 
 
-FIT_EPS = 1e-9  # slack of the mask's fit test (free + eps >= demand), as the simulator's admission test
-ROW_KINDS = ("place", "migrate", "preempt")
+FIT_EPS = 1e-9  # slack of the mask's fit test (free + eps >= demand): the same as the simulator's (fit_reason)
 
 
 class Window:
@@ -97,6 +96,9 @@ class Window:
         self.can_act = False
         self.queue_beyond = 0
         self.overload_degree = 0.0
+        self.utilisation = np.empty((0, 4))  # per-server arrays, sized by reset()
+        self.ideal_distance = np.empty(0)
+        self.free = np.empty((3, self.K))
         self.touched: set[int] = set()  # tasks placed, moved or requeued in this round: no second move
         self._round = 0  # rounds so far (keys the per-round cache of movable tasks)
 

@@ -81,6 +81,8 @@ def test_record_taken_replaces_the_policys_own_choice():
     assert fresh.predict(obs)[0] == a
     fresh.record_taken(u.end_round_action)  # nothing was done after all: the same state gets the same choice
     assert fresh.predict(obs)[0] == a
+    fresh.record_taken(int(np.flatnonzero(~u.action_masks())[0]))  # a masked-out action is a no-op: likewise
+    assert fresh.predict(obs)[0] == a
     # another task was placed instead: the policy's choice stays open, the other task counts as done
     other = next(int(b) for b in np.flatnonzero(u.action_masks()[:-1])
                  if u.window.command(b).tid != u.window.command(a).tid)
