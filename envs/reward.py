@@ -104,7 +104,8 @@ class Reward:
         return np.array(list(map(truediv, map(sub, self.counters(metrics), before), self._divisors)))
 
     def scalar(self, g: np.ndarray) -> float:
-        return float(self.beta @ g)
+        """``beta . g`` (``ndarray.dot``: the same BLAS dot as ``@``, with less call overhead)."""
+        return float(self.beta.dot(g))
 
     def space(self):
         from gymnasium import spaces

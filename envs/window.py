@@ -251,7 +251,7 @@ class Window:
         kinds: list = [None] * self.W
         n_rows = n_place = 0
         if not empty:
-            rows, n_over = self._migration_rows(sim)
+            rows, n_over = self._migration_rows(sim) if sim.n_overloaded and self.migrate_cap else ([], 0)
             n_mig = n_over + self._preemption_rows(sim, rows) if self.preemption else n_over
             if n_mig < self.W and sim.queue:
                 rows.extend([t for t in sim.queue.values() if t.is_ready()])
@@ -265,18 +265,17 @@ class Window:
         """The running tasks of overloaded servers not moved in this round, by server then task id, capped."""
         rows: list = []
         cap = self.migrate_cap
-        if sim.n_overloaded and cap:
-            c = sim.cluster
-            version, movable, rnd, touched = c.server_version, self._movable, self._round, self.touched
-            for s in c.overloaded.nonzero()[0].tolist():
-                # cached per (server's task-set version, round): a task joins `touched` only by a command
-                # that attaches it to or detaches it from a server, which bumps that server's version
-                hit = movable[s]
-                if hit[0] != version[s] or hit[1] != rnd:
-                    hit = movable[s] = (version[s], rnd, [t for t in c.tasks_by_id(s) if t.tid not in touched])
-                rows.extend(hit[2][:cap - len(rows)])
-                if len(rows) == cap:
-                    break
+        c = sim.cluster
+        version, movable, rnd, touched = c.server_version, self._movable, self._round, self.touched
+        for s in c.overloaded.nonzero()[0].tolist():
+            # cached per (server's task-set version, round): a task joins `touched` only by a command that
+            # attaches it to or detaches it from a server, which bumps that server's version
+            hit = movable[s]
+            if hit[0] != version[s] or hit[1] != rnd:
+                hit = movable[s] = (version[s], rnd, [t for t in c.tasks_by_id(s) if t.tid not in touched])
+            rows.extend(hit[2][:cap - len(rows)])
+            if len(rows) == cap:
+                break
         return rows, len(rows)
 
     def _preemption_rows(self, sim: "Simulator", rows: list) -> int:
