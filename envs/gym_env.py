@@ -265,7 +265,8 @@ class ClusterEnv(gym.Env):
         if not self._done and self.config.max_steps is not None and self._steps >= self.config.max_steps:
             self._done = self._truncated = True
         info = self._info(g)
-        info.update(info_extra)
+        if info_extra:
+            info.update(info_extra)
         if self._done:
             info["summary"] = self.sim.summary()
         if self.config.vector_reward:

@@ -87,6 +87,7 @@ class Window:
         self.n_actions = self.W * (self.K + 1) + 1
         self.end_round_action = self.n_actions - 1
         self.mask = np.zeros(self.n_actions, bool)
+        self.mask[-1] = True  # "end round" is always valid; build() rewrites only the (row, col) part
         self._mask2 = self.mask[:-1].reshape(self.W, self.K + 1)
         self.tasks: list = [None] * self.W
         self.kinds: list = [None] * self.W
@@ -244,9 +245,7 @@ class Window:
             c.mem_alloc, self._gpu_scratch, self.utilisation, self.ideal_distance, self.dest, self.free)
         self._destinations = None  # the list is made when first read (the env's own step does not need it)
         self.k = k
-        mask = self.mask
-        mask.fill(False)
-        mask[-1] = True
+        self._mask2.fill(False)
         tasks: list = [None] * self.W
         kinds: list = [None] * self.W
         n_rows = n_place = 0
