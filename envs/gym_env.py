@@ -181,7 +181,6 @@ class ClusterEnv(gym.Env):
         self._recording = render_mode == "rgb_array"  # the record's only reader
         self.sim: Simulator | None = None
         self._done = True
-        self._carry = None
 
     def action_masks(self) -> np.ndarray:
         """The valid actions now (bool, ``n_actions``; a copy): what MaskablePPO reads."""
@@ -219,11 +218,9 @@ class ClusterEnv(gym.Env):
         self._done = False
         self._terminated = self._truncated = False
         self.episode_record.clear()
-        self._counters0 = self.reward_fn.counters(self.sim.metrics)
+        # what accrues before the first decision point (jobs waiting for the first tick) is paid with the first
+        # step, so an episode's rewards sum exactly to its objective values
         self._advance(first=True)
-        # objectives accrued before the first decision point (jobs waiting for the first tick) are paid out
-        # with the first step, so an episode's rewards still sum exactly to its objective values
-        self._carry = self._counters0
         obs = self._make_obs()
         info = self._info(np.zeros(self.reward_fn.dim))
         info["episode"] = dict(ep)
@@ -241,9 +238,6 @@ class ClusterEnv(gym.Env):
             return (self._make_obs(), zero, self._terminated, self._truncated,
                     {**self._info(np.zeros(self.reward_fn.dim)), "summary": self.sim.summary()})
         self._steps += 1
-        rf, metrics = self.reward_fn, self.sim.metrics
-        before = self._carry if self._carry is not None else rf.counters(metrics)
-        self._carry = None
         info_extra: dict[str, Any] = {}
         penalty = 0.0
         w = self.window
@@ -260,7 +254,8 @@ class ClusterEnv(gym.Env):
             else:
                 self._apply(w.command(a))
             obs = self._make_obs()
-        g = rf.objective_values(before, metrics)
+        rf = self.reward_fn
+        g = rf.step_values()
         reward = rf.scalar(g) + penalty
         if not self._done and self.config.max_steps is not None and self._steps >= self.config.max_steps:
             self._done = self._truncated = True
@@ -277,7 +272,7 @@ class ClusterEnv(gym.Env):
     # ------------------------------------------------------------------ internals
     def objective_totals(self) -> np.ndarray:
         """Episode-to-date objective sums (what the per-step ``info["objectives"]`` add up to)."""
-        return self.reward_fn.objective_values(self._counters0, self.sim.metrics)
+        return self.reward_fn.totals()
 
     def _info(self, g: np.ndarray) -> dict:
         return {"action_mask": self.window.mask.copy(), "objectives": g, "sim_time": self.sim.now,

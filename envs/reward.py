@@ -76,7 +76,9 @@ class Reward:
     """The objectives of one env: cumulative counters -> the objective vector g of a step, and ``beta . g``.
 
     ``objectives`` is the registry at the env's construction; ``weights`` are ``beta`` (one per objective);
-    ``config`` resolves scales given as EnvConfig field names."""
+    ``config`` resolves scales given as EnvConfig field names. Per episode: :meth:`reset` on the new
+    simulator's metrics, then :meth:`step_values` once per env step pays what accrued since the previous
+    call (so the steps' values add up exactly to :meth:`totals`, whatever happened between them)."""
 
     def __init__(self, objectives: Sequence[Objective], weights: Sequence[float], config: Any):
         self.objectives = tuple(objectives)
@@ -90,18 +92,33 @@ class Reward:
         # counters(metrics) -> the tuple of the objectives' cumulative counters (one C call per step)
         self.counters = get if self.dim > 1 else (lambda m: (get(m),))
         self._divisors: tuple[float, ...] = ()
+        self._metrics: Any = None
+        self._start: tuple = ()
+        self._last: tuple = ()
 
     def reset(self, metrics: Any, n_jobs: int) -> None:
-        """Check the counters exist on ``metrics`` and fix the per-job divisors for an episode of ``n_jobs``."""
+        """A new episode on ``metrics`` (counters checked) of ``n_jobs`` jobs; accrual starts now."""
         for o in self.objectives:
             if not hasattr(metrics, o.counter):
                 raise AttributeError(f"objective {o.name!r}: the simulator's metrics have no counter {o.counter!r}")
         # sign x d / (n x scale) == d / (sign x n x scale) in IEEE arithmetic (negation is exact)
         self._divisors = tuple(o.sign * (n_jobs * s) for o, s in zip(self.objectives, self._scales))
+        self._metrics = metrics
+        self._start = self._last = self.counters(metrics)
 
-    def objective_values(self, before: tuple, metrics: Any) -> np.ndarray:
-        """g (float64, one per objective) accrued since the counters were ``before``."""
-        return np.array(list(map(truediv, map(sub, self.counters(metrics), before), self._divisors)))
+    def step_values(self) -> np.ndarray:
+        """g (float64, one per objective) accrued since the previous call (or the reset)."""
+        now = self.counters(self._metrics)
+        g = self._values(now, self._last)
+        self._last = now
+        return g
+
+    def totals(self) -> np.ndarray:
+        """g accrued since the reset: the sum of every :meth:`step_values` so far and what accrued since."""
+        return self._values(self.counters(self._metrics), self._start)
+
+    def _values(self, now: tuple, base: tuple) -> np.ndarray:
+        return np.array(list(map(truediv, map(sub, now, base), self._divisors)))
 
     def scalar(self, g: np.ndarray) -> float:
         """``beta . g`` (``ndarray.dot``: the same BLAS dot as ``@``, with less call overhead)."""
