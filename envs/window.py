@@ -331,12 +331,14 @@ class Window:
         del sel[room:]
         n_place = len(sel)
         if n_place:
-            self._mask2[n_mig:n_mig + n_place, :k] = ok[n_mig:n, :k].take(sel, axis=0)
-            r = n_mig
-            for i in sel:
-                tasks[r] = rows[n_mig + i]
-                kinds[r] = "place"
-                r += 1
+            first = n_mig + sel[0]
+            if sel[-1] - sel[0] == n_place - 1:  # consecutive candidates (the common case): a slice, no gather
+                self._mask2[n_mig:n_mig + n_place, :k] = ok[first:first + n_place, :k]
+                tasks[n_mig:n_mig + n_place] = rows[first:first + n_place]
+            else:
+                self._mask2[n_mig:n_mig + n_place, :k] = ok[n_mig:n, :k].take(sel, axis=0)
+                tasks[n_mig:n_mig + n_place] = [rows[n_mig + i] for i in sel]
+            kinds[n_mig:n_mig + n_place] = ["place"] * n_place
         return n_mig + n_place, n_place
 
 
