@@ -17,6 +17,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .files import atomic_write, safe_name  # noqa: E402
+
 PANELS: tuple[tuple[str, str, float], ...] = (
     ("mean_jct", "mean JCT (h)", 1 / 3600),
     ("deadline_ratio", "deadline guarantee ratio", 1.0),
@@ -35,12 +37,10 @@ def _colors(order: Sequence[str]) -> dict:
 
 
 def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=90, bbox_inches="tight")
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    try:
+        return atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=90, bbox_inches="tight"), binary=True)
+    finally:
+        plt.close(fig)
 
 
 def jct_cdf(jobs, scenario: str, path: Path, order: Sequence[str]) -> Path | None:
@@ -179,8 +179,6 @@ def _finish_panels(fig, axes, n_used: int, title: str, path: Path) -> Path:
 
 def all_figures(episodes, jobs, long, load_long, fig_dir: Path, order: Sequence[str],
                 reference: str | None = None) -> list[Path]:
-    from clustergym.eval.compare import safe_name
-
     fig_dir = Path(fig_dir)
     out: list[Path] = []
     scen = list(dict.fromkeys(episodes["scenario"]))

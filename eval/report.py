@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+from .files import atomic_write_csv, atomic_write_text, safe_name
 
 TABLE_METRICS: tuple[str, ...] = ("mean_jct", "p99_jct", "deadline_ratio", "mean_accuracy", "accuracy_ratio",
                                   "bandwidth_mb", "mean_waiting", "overload_occurrences", "migrations",
@@ -40,7 +41,6 @@ def load_pivot(long, metric: str, order: Sequence[str]):
 
 def write_report(out_dir, title: str, episodes, long, figures: Sequence[Path], reference: str | None = None,
                  notes: str = "", meta: dict | None = None, order: Sequence[str] | None = None) -> Path:
-    from .compare import atomic_write_text
     from .stats import summarize, to_markdown, wide_table
 
     out_dir = Path(out_dir)
@@ -79,8 +79,6 @@ def write_report(out_dir, title: str, episodes, long, figures: Sequence[Path], r
     keep = [f for f in figs if f.name.startswith("load_")]
     if loads > 1:
         ones = {s for s, x in zip(episodes["scenario"], episodes["load"]) if float(x) == 1.0}
-        from .compare import safe_name
-
         keep += [f for f in figs if not f.name.startswith("load_") and any(f.stem.endswith(safe_name(s)) for s in ones)]
     else:
         keep += [f for f in figs if not f.name.startswith("load_")]
@@ -99,7 +97,6 @@ def write_claims(out_dir, claims: list[dict]) -> Path:
     the report is re-written to include it."""
     import pandas as pd
 
-    from .compare import atomic_write_csv, atomic_write_text
     from .stats import to_markdown
 
     out_dir = Path(out_dir)

@@ -3,7 +3,7 @@ import json
 
 import numpy as np
 
-from clustergym.eval import compare, report
+from clustergym.eval import compare, files, report, specs
 
 
 def _fake_runs(tmp_path, loads=(1.0,)):
@@ -13,16 +13,16 @@ def _fake_runs(tmp_path, loads=(1.0,)):
         for p, base in (("mlf-h", 1000.0), ("fifo", 1500.0)):
             for s in (0, 1, 2):
                 sc = "sc" if len(loads) == 1 else f"sc@x{x:g}"
-                key = compare.run_key(p, sc, s)
+                key = specs.run_key(p, sc, s)
                 row = {"policy": p, "scenario": sc, "scenario_base": "sc", "load": x, "seed": s,
                        "mean_jct": base * x + 10 * s, "p99_jct": 3 * base, "deadline_ratio": 0.9 - 0.1 * (p == "fifo"),
                        "mean_accuracy": 0.8, "accuracy_ratio": 0.9, "bandwidth_mb": 100.0 + s, "mean_waiting": 50.0,
                        "overload_occurrences": 3, "migrations": 0, "unfinished": 0, "truncated": False,
                        "decision_mean_us": 100.0, "decision_p99_us": 300.0}
-                compare.atomic_write_text(tmp_path / "runs" / f"{key}.json", json.dumps({"row": row}))
+                files.atomic_write_text(tmp_path / "runs" / f"{key}.json", json.dumps({"row": row}))
                 jobs = __import__("pandas").DataFrame({"policy": p, "scenario": sc, "seed": s,
                                                        "jct": rng.lognormal(7, 1, 20) * (1 + (p == "fifo"))})
-                compare.atomic_write_csv(jobs, tmp_path / "runs" / f"{key}.jobs.csv")
+                files.atomic_write_csv(jobs, tmp_path / "runs" / f"{key}.jobs.csv")
                 runs.append({"key": key, "policy": p})
     return runs
 

@@ -1,26 +1,26 @@
 """The sweep runner: per-run files, resume after interruption (only missing runs execute), parallel workers."""
 import json
 
-from clustergym.eval import compare
+from clustergym.eval import compare, specs
 
 SCEN = "tiny=clustergym/GPUCluster-v0:cluster=tiny-8,window_jobs=4,split=test"
 
 
 def _runs(policies=("fifo", "nomig=mlf-h:migrate=false"), seeds=(0, 1)):
-    pols = [compare.parse_policy(p) for p in policies]
-    sc = compare.expand_loads([compare.parse_scenario(SCEN)], None)
-    return compare.make_runs(pols, sc, seeds)
+    pols = [specs.parse_policy(p) for p in policies]
+    sc = specs.expand_loads([specs.parse_scenario(SCEN)], None)
+    return specs.make_runs(pols, sc, seeds)
 
 
 def test_specs_parse():
-    p = compare.parse_policy("nomig=mlf-h:migrate=false,alpha=0.5")
+    p = specs.parse_policy("nomig=mlf-h:migrate=false,alpha=0.5")
     assert p == {"label": "nomig", "kind": "heuristic", "name": "mlf-h", "params": {"migrate": False, "alpha": 0.5}}
-    assert compare.parse_policy("mlf-h")["label"] == "mlf-h"
-    a = compare.parse_policy("ppo=runs/agent.zip")
+    assert specs.parse_policy("mlf-h")["label"] == "mlf-h"
+    a = specs.parse_policy("ppo=runs/agent.zip")
     assert a["kind"] == "agent" and a["label"] == "ppo" and a["path"] == "runs/agent.zip"
-    s = compare.parse_scenario("h=clustergym/Hetero-v0:window_jobs=5,generator.load=2")
+    s = specs.parse_scenario("h=clustergym/Hetero-v0:window_jobs=5,generator.load=2")
     assert s["kwargs"] == {"window_jobs": 5, "generator": {"load": 2}}
-    ex = compare.expand_loads([compare.parse_scenario("clustergym/GPUCluster-v0:window_jobs=40")], [0.25, 2], "jobs")
+    ex = specs.expand_loads([specs.parse_scenario("clustergym/GPUCluster-v0:window_jobs=40")], [0.25, 2], "jobs")
     assert [e["kwargs"]["window_jobs"] for e in ex] == [10, 80] and ex[0]["label"] == "GPUCluster-v0@x0.25"
 
 
