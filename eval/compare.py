@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import multiprocessing
 import os
 import sys
@@ -44,76 +43,42 @@ from clustergym.eval.specs import deep_merge, expand_loads, make_runs, parse_kv,
 # --------------------------------------------------------------------------- one run (worker)
 
 
-def _load_policy(spec: dict, env):
+def load_policy(spec: dict, env):
+    """The policy of a parsed policy spec (:func:`clustergym.eval.specs.parse_policy`) for ``env``."""
     if spec["kind"] == "heuristic":
         from clustergym import baselines
 
         return baselines.make(spec["name"], env, **spec.get("params", {}))
-    try:
-        import torch
+    import torch
 
-        torch.set_num_threads(1)  # one worker = one core
-    except ImportError:
-        pass
-    try:
-        from clustergym.agents.io import load_agent
-    except ImportError as e:  # the colleague's module is not there yet
-        raise RuntimeError(f"cannot load agent {spec['path']!r}: clustergym.agents.io.load_agent is not available ({e})") from e
-    try:
-        return load_agent(spec["path"], env=env)
-    except TypeError:
-        return load_agent(spec["path"])
+    from clustergym.agents.io import load_agent
 
-
-def _predict(agent, obs, mask):
-    try:
-        a, _ = agent.predict(obs, deterministic=True, action_masks=mask)
-    except TypeError:  # a policy without action masks
-        a, _ = agent.predict(obs, deterministic=True)
-    return int(np.asarray(a).reshape(-1)[0])
+    torch.set_num_threads(1)  # one worker = one core
+    return load_agent(spec["path"], env=env)
 
 
 def run_one(run: dict, out_dir: str) -> dict:
     """Play one seeded episode; write ``runs/<key>.jobs.csv`` then ``runs/<key>.json``; return the episode row.
     Importable and picklable (spawn/forkserver-safe): everything it needs travels in ``run``."""
-    import gymnasium as gym
     import pandas as pd
 
-    import clustergym  # noqa: F401  (registers the ids)
+    from clustergym.eval.rollout import predictor, rollout
+    from clustergym.scenarios import make_env
 
-    t_start = time.perf_counter()
-    env = gym.make(run["env_id"], disable_env_checker=True, **run["env_kwargs"])
+    env = make_env(run["env_id"], run["env_kwargs"], disable_env_checker=True)
     try:
-        agent = _load_policy(run["policy_spec"], env)
-        u = env.unwrapped
-        obs, info = env.reset(seed=run["seed"])
-        episode = dict(info.get("episode", {}))
-        lat: list[float] = []
-        term = trunc = False
-        while True:
-            mask = u.action_masks()
-            t = time.perf_counter()
-            a = _predict(agent, obs, mask)
-            lat.append(time.perf_counter() - t)
-            obs, _, term, trunc, info = env.step(a)
-            if term or trunc:
-                break
-        summary = dict(info["summary"])
-        jobs = pd.DataFrame(u.sim.job_records())
+        rec = rollout(env, predictor(load_policy(run["policy_spec"], env), env, run["policy"]), run["seed"])
+        jobs = pd.DataFrame(env.unwrapped.sim.job_records())
     finally:
         env.close()
-    us = np.asarray(lat) * 1e6
     meta = {"policy": run["policy"], "scenario": run["scenario"], "scenario_base": run["scenario_base"],
             "load": run["load"], "seed": run["seed"], "env_id": run["env_id"]}
-    row = {**meta, **summary, "terminated": bool(term), "truncated": bool(trunc), "agent_steps": len(lat),
-           "decision_mean_us": float(us.mean()) if len(us) else math.nan,
-           "decision_p99_us": float(np.percentile(us, 99)) if len(us) else math.nan,
-           "wall_s": time.perf_counter() - t_start,
-           "window_start": episode.get("window_start", math.nan), "n_jobs_window": episode.get("n_jobs", math.nan)}
-    runs_dir = Path(out_dir) / "runs"
+    row = {**meta, **rec}
     for k, v in meta.items():
-        jobs.insert(0, k, v) if k not in jobs.columns else None
+        if k not in jobs.columns:
+            jobs.insert(0, k, v)
     jobs = jobs[list(meta) + [c for c in jobs.columns if c not in meta]]
+    runs_dir = Path(out_dir) / "runs"
     atomic_write_csv(jobs, runs_dir / f"{run['key']}.jobs.csv")
     payload = {"row": row, "run": {k: run[k] for k in ("env_id", "env_kwargs", "policy_spec", "seed")}}
     atomic_write_text(runs_dir / f"{run['key']}.json", json.dumps(payload, default=_json_default, indent=1))
@@ -234,7 +199,7 @@ def aggregate(out_dir: str | os.PathLike, runs: list[dict] | None = None, refere
         reference = None
     long = stats.summarize(ep, reference=reference, bootstrap=bootstrap)
     atomic_write_csv(long, out_dir / "summary_long.csv")
-    wide_metrics = [m for m in report.TABLE_METRICS if m in ep.columns]
+    wide_metrics = [m for m in stats.TABLE_METRICS if m in ep.columns]
     wide = stats.wide_table(long, wide_metrics)
     atomic_write_csv(wide, out_dir / "summary.csv")
     atomic_write_text(out_dir / "summary.md", stats.to_markdown(wide))

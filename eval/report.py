@@ -7,9 +7,6 @@ from typing import Sequence
 
 from .files import atomic_write_csv, atomic_write_text, safe_name
 
-TABLE_METRICS: tuple[str, ...] = ("mean_jct", "p99_jct", "deadline_ratio", "mean_accuracy", "accuracy_ratio",
-                                  "bandwidth_mb", "mean_waiting", "overload_occurrences", "migrations",
-                                  "unfinished", "decision_mean_us")
 REPORT_METRICS: tuple[str, ...] = ("mean_jct", "deadline_ratio", "mean_accuracy", "accuracy_ratio", "bandwidth_mb",
                                    "mean_waiting", "overload_occurrences", "decision_mean_us")
 REL_METRICS: tuple[str, ...] = ("mean_jct", "deadline_ratio", "accuracy_ratio", "bandwidth_mb")

@@ -1,4 +1,6 @@
-"""Statistics of a sweep: t-intervals across seeds, bootstrap intervals, MLFS-style relative differences.
+"""Statistics of episode records: t-intervals across seeds, bootstrap intervals, MLFS-style relative
+differences, the metrics of the results tables and which way each is better, and the tables themselves
+(a sweep's long and wide tables; training's results and paired tables).
 
 No SciPy: the Student-t quantile is computed from the regularised incomplete beta function (continued
 fraction, Lentz's method) and inverted by bisection; accurate to ~1e-10, checked against table values in
@@ -133,16 +135,45 @@ def rel_diff(y: float, z: float) -> float:
     return (y - z) / z
 
 
-# --------------------------------------------------------------------------- tables
+# --------------------------------------------------------------------------- metrics
 
-# Summary metrics of the core (clustergym.core.metrics.Metrics.summary) plus the runner's timing columns.
+# Every metric of an episode record (eval/rollout.py): the core's Metrics.summary plus the episode loop's own.
 SUMMARY_METRICS: tuple[str, ...] = (
-    "mean_jct", "p50_jct", "p99_jct", "makespan", "deadline_ratio", "mean_accuracy", "accuracy_ratio",
-    "bandwidth_mb", "mean_waiting", "overload_occurrences", "overload_server_hours", "migrations",
-    "preemptions", "gang_releases", "finished", "stopped", "unfinished", "not_submitted", "jobs", "decisions",
-    "events", "sim_time", "decision_mean_us", "decision_p99_us", "agent_steps", "wall_s")
+    "episode_return", "mean_jct", "mean_jct_censored", "p50_jct", "p99_jct", "makespan", "deadline_ratio",
+    "mean_accuracy", "accuracy_ratio", "bandwidth_mb", "mean_waiting", "overload_occurrences",
+    "overload_server_hours", "migrations", "preemptions", "gang_releases", "finished", "stopped", "unfinished",
+    "not_submitted", "jobs", "decisions", "events", "sim_time", "decision_mean_us", "decision_p99_us",
+    "agent_steps", "wall_s")
 
-HIGHER_IS_BETTER = {"deadline_ratio", "mean_accuracy", "accuracy_ratio", "finished"}
+# The columns of the results tables (training's final table, a sweep's summary.md), in display order.
+TABLE_METRICS: tuple[str, ...] = (
+    "episode_return", "mean_jct", "mean_jct_censored", "p99_jct", "deadline_ratio", "accuracy_ratio",
+    "mean_accuracy", "bandwidth_mb", "mean_waiting", "overload_occurrences", "migrations", "unfinished",
+    "agent_steps", "decision_mean_us")
+
+# Which way is better: +1 higher, -1 lower. The return is the objective an agent maximises and the ratios
+# count requirements met; times, costs (cross-server traffic, overloads, migrations and preemptions, which
+# MLFS counts as overheads), jobs left unfinished or stopped and decision latency are better low. Metrics
+# that describe the episode rather than the policy (jobs, decisions, events, sim_time, agent_steps, wall_s)
+# have no direction.
+DIRECTIONS: dict[str, int] = {
+    "episode_return": 1, "deadline_ratio": 1, "accuracy_ratio": 1, "mean_accuracy": 1, "finished": 1,
+    "mean_jct": -1, "mean_jct_censored": -1, "p50_jct": -1, "p99_jct": -1, "makespan": -1, "mean_waiting": -1,
+    "bandwidth_mb": -1, "overload_occurrences": -1, "overload_server_hours": -1, "migrations": -1,
+    "preemptions": -1, "gang_releases": -1, "stopped": -1, "unfinished": -1, "decision_mean_us": -1,
+    "decision_p99_us": -1}
+HIGHER_IS_BETTER = frozenset(m for m, d in DIRECTIONS.items() if d > 0)
+
+
+def direction(metric: str) -> int:
+    """+1 if a higher ``metric`` is better, -1 if lower; ValueError for a metric without a direction."""
+    try:
+        return DIRECTIONS[metric]
+    except KeyError:
+        raise ValueError(f"metric {metric!r} has no better direction; one of {sorted(DIRECTIONS)}") from None
+
+
+# --------------------------------------------------------------------------- tables
 
 
 def summarize(episodes, metrics: Sequence[str] | None = None, reference: str | None = None,
@@ -245,3 +276,69 @@ def to_markdown(df) -> str:
     for _, r in df.iterrows():
         lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in r.tolist()) + " |")
     return "\n".join(lines) + "\n"
+
+
+def metric_intervals(records: Sequence[dict], metrics: Sequence[str] = TABLE_METRICS) -> dict[str, dict[str, float]]:
+    """metric -> {mean, half (95 % t half-width), lo, hi, n} over the episode records that have it (non-finite
+    values, e.g. the mean JCT of an episode where no job ended, are left out)."""
+    out = {}
+    for m in metrics:
+        vals = [r[m] for r in records if r.get(m) is not None]
+        if vals:
+            mean, lo, hi, half, n = t_interval(vals)
+            out[m] = {"mean": mean, "half": half, "lo": lo, "hi": hi, "n": n}
+    return out
+
+
+def results_table(by_policy: dict[str, Sequence[dict]], metrics: Sequence[str] = TABLE_METRICS) -> tuple[list[dict], str]:
+    """(CSV rows: policy, metric, mean, ci95_low, ci95_high, n; Markdown table of 'mean ± half-width')."""
+    rows, stats = [], {}
+    for p, recs in by_policy.items():
+        stats[p] = metric_intervals(recs, metrics)
+        for m, s in stats[p].items():
+            rows.append({"policy": p, "metric": m, "mean": s["mean"], "ci95_low": s["lo"], "ci95_high": s["hi"],
+                         "n": s["n"]})
+    cols = [m for m in metrics if any(m in s for s in stats.values())]
+    lines = ["| policy | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for p, s in stats.items():
+        cells = [(fmt_ci(s[m]["mean"], s[m]["half"]) if m in s else "") for m in cols]
+        lines.append(f"| {p} | " + " | ".join(cells) + " |")
+    return rows, "\n".join(lines)
+
+
+PAIRED_METRICS: tuple[str, ...] = ("mean_jct_censored", "deadline_ratio", "unfinished")
+
+
+def paired_table(by_policy: dict[str, Sequence[dict]], reference: str = "agent",
+                 metrics: Sequence[str] = PAIRED_METRICS) -> tuple[list[dict], str]:
+    """The reference policy against each other policy on the *same* windows: per metric, the mean per-window
+    difference (reference − other) with its 95 % t-interval, and on how many windows the reference is better,
+    equal (within 1e-9 relative) or worse. Pairing removes the window-to-window spread that dominates the
+    unpaired intervals of :func:`results_table`. Records are paired by ``seed``; a policy missing a seed
+    the reference has is an error (a silent drop would bias the comparison)."""
+    ref = {r["seed"]: r for r in by_policy[reference]}
+    rows = []
+    lines = [f"| vs | metric | mean difference ({reference} − vs) | 95 % interval | better / equal / worse |",
+             "|---|---|---|---|---|"]
+    for p, recs in by_policy.items():
+        if p == reference:
+            continue
+        other = {r["seed"]: r for r in recs}
+        missing = sorted(set(ref) - set(other))
+        if missing:
+            raise ValueError(f"paired_table: policy {p!r} has no record for seed(s) {missing}")
+        for m in metrics:
+            pairs = [(ref[s][m], other[s][m]) for s in sorted(ref) if m in ref[s] and m in other[s]]
+            pairs = [(a, b) for a, b in pairs if np.isfinite(a) and np.isfinite(b)]
+            if not pairs:
+                continue
+            d = [a - b for a, b in pairs]
+            mean, lo, hi, _, n = t_interval(d)
+            tol = [1e-9 * max(1.0, abs(b)) for _, b in pairs]
+            better = sum(direction(m) * x > t for x, t in zip(d, tol))
+            worse = sum(direction(m) * x < -t for x, t in zip(d, tol))
+            rows.append({"reference": reference, "vs": p, "metric": m, "mean_diff": mean, "ci95_low": lo,
+                         "ci95_high": hi, "n": n, "better": better, "equal": n - better - worse, "worse": worse})
+            lines.append(f"| {p} | {m} | {fmt_num(mean)} | [{fmt_num(lo)}, {fmt_num(hi)}] | "
+                         f"{better} / {n - better - worse} / {worse} |")
+    return rows, "\n".join(lines)

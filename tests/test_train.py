@@ -134,7 +134,7 @@ def test_checkpoint_selection_cannot_be_won_by_leaving_jobs_unfinished():
 def test_checkpoint_selection_and_final_table_use_disjoint_windows(tmp_path):
     """The best checkpoint is picked on the periodic-evaluation windows; the final table must not reuse them
     (it would then report the selection's luck). Checked on the trace jobs the default windows hold."""
-    from clustergym.agents.evaluate import make_env
+    from clustergym.scenarios import make_env
 
     cfg = ppo.build_config({"out": str(tmp_path)})
     run = ppo.Run(cfg, tmp_path)

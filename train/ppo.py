@@ -279,7 +279,7 @@ def _callbacks():
 def selection_score(means: dict[str, float], metric: str) -> tuple[float, float]:
     """Checkpoint ranking (smaller is better): mean unfinished jobs per held-out window first (a policy cannot
     look good by leaving jobs waiting until the step cap), then ``metric`` (negated if higher is better)."""
-    from clustergym.agents.evaluate import HIGHER_IS_BETTER
+    from clustergym.eval.stats import HIGHER_IS_BETTER
 
     v = float(means.get(metric, float("inf")))
     if not np.isfinite(v):
@@ -309,7 +309,8 @@ class Run:
         return [int(self.cfg["eval_seed"]) + i for i in range(int(self.cfg["final_eval_episodes"]))]
 
     def baseline_means(self) -> dict[str, dict[str, float]]:
-        from clustergym.agents.evaluate import evaluate, summarize
+        from clustergym.eval.rollout import evaluate
+        from clustergym.eval.stats import metric_intervals as summarize
 
         cfg = self.cfg
         for b in cfg["eval_baselines"]:
@@ -320,7 +321,8 @@ class Run:
         return self.state["baselines"]
 
     def periodic_eval(self, model, logger) -> dict:
-        from clustergym.agents.evaluate import evaluate, summarize
+        from clustergym.eval.rollout import evaluate
+        from clustergym.eval.stats import metric_intervals as summarize
 
         cfg = self.cfg
         t0 = time.time()
@@ -369,7 +371,7 @@ def _make_vec_env(cfg: dict):
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-    from clustergym.agents.evaluate import make_env
+    from clustergym.scenarios import make_env
 
     ecfg = train_env_config(cfg)
     n = int(cfg["n_envs"])
@@ -396,7 +398,7 @@ def reward_wrapper(cfg: dict, ecfg: dict):
         return None
     from functools import partial
 
-    from clustergym.agents.evaluate import make_env
+    from clustergym.scenarios import make_env
     from clustergym.agents.relative_reward import RelativeToHeuristic
 
     return partial(RelativeToHeuristic, make_twin=partial(make_env, cfg["scenario"], dict(ecfg)),
@@ -497,7 +499,8 @@ def warm_start(run: Run, model) -> dict:
 
 
 def final_evaluation(run: Run, model) -> tuple[list[dict], str, list[dict]]:
-    from clustergym.agents.evaluate import evaluate, paired_table, results_table
+    from clustergym.eval.rollout import evaluate
+    from clustergym.eval.stats import paired_table, results_table
 
     cfg = run.cfg
     seeds = run.final_seeds()
