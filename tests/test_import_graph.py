@@ -8,6 +8,7 @@ counting them would make every submodule depend on its package).
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,6 +48,7 @@ def imported(name: str, path: Path, known: dict[str, Path], node: ast.AST) -> se
     return {t for t in targets if t in known and t != name}
 
 
+@functools.lru_cache(maxsize=1)
 def import_graph() -> dict[str, set[str]]:
     known = modules()
     graph = {}

@@ -170,19 +170,45 @@ def _assert_stopped_with_checkpoint(done: subprocess.CompletedProcess, out: Path
     assert (out / "checkpoints" / "last.zip").exists() and not (out / "run.lock").exists()
 
 
+@PICKLE
+def test_sigterm_during_ppo_stops_after_the_step_with_a_checkpoint(tmp_path, monkeypatch, capsys):
+    """In this process: SIGTERM arrives during the periodic evaluation at step 128; PPO stops at that step,
+    checkpoints, and main() exits as the signal would (128 + 15); --resume then finishes the run."""
+    real = ppo._evaluate_and_checkpoint
+
+    def terminated_during(cfg, folder, model, logger, status):
+        if model.num_timesteps == 128:
+            os.kill(os.getpid(), signal.SIGTERM)
+        real(cfg, folder, model, logger, status=status)
+    monkeypatch.setattr(ppo, "_evaluate_and_checkpoint", terminated_during)
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as e:
+        ppo.main([*TINY_FLAGS, "--timesteps", "512", "--eval-freq", "128", "--out", str(out)])
+    assert e.value.code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is removed with the run
+    text = capsys.readouterr().out
+    assert "SIGTERM: stopping after the current step" in text and "Interrupted at step 128;" in text
+    state = json.loads((out / "state.json").read_text())
+    assert state["num_timesteps"] == 128 and [e["step"] for e in state["evals"]] == [0, 128]
+    monkeypatch.undo()
+    res = ppo.main(["--resume", str(out), "--no-progress"])
+    assert not res["interrupted"] and res["num_timesteps"] == 512
+
+
+@pytest.mark.slow  # a training process with two env workers: ~6 s
 def test_sigterm_to_the_whole_group_stops_parallel_training_with_a_checkpoint(tmp_path):
     """What a batch scheduler does; the SubprocVecEnv workers get the signal too and must not die of it."""
     done, out = _stop_by_signal(tmp_path, signal.SIGTERM, n_envs=2, whole_group=True)
     _assert_stopped_with_checkpoint(done, out, signal.SIGTERM)
 
 
-@pytest.mark.slow  # one more training process: ~5 s
+@pytest.mark.slow  # a training process with two env workers: ~6 s
 def test_ctrl_c_stops_training_with_a_checkpoint(tmp_path):
     done, out = _stop_by_signal(tmp_path, signal.SIGINT, n_envs=2, whole_group=True)
     _assert_stopped_with_checkpoint(done, out, signal.SIGINT)
 
 
-@pytest.mark.slow  # one more training process: ~4 s
+@pytest.mark.slow  # a training process: ~4 s
 def test_sigterm_to_the_main_process_alone(tmp_path):
     done, out = _stop_by_signal(tmp_path, signal.SIGTERM, n_envs=1, whole_group=False)
     _assert_stopped_with_checkpoint(done, out, signal.SIGTERM)
