@@ -11,7 +11,9 @@ table (``train/ppo.py``) and the scripts of ``eval/``.
 - :func:`rollout` plays one episode and returns its record.
 - :func:`evaluate` makes the env and returns the records of one episode per seed.
 
-A record holds ``policy``, ``seed``, ``episode_return`` (sum of the env's scalar rewards), ``agent_steps``,
+A record holds ``policy``, ``seed``, ``episode_return`` (sum of the env's scalar rewards, also with
+``vector_reward=True``), ``objective_<name>`` (the episode's sum of ``info["objectives"]`` per objective of
+``OBJECTIVE_NAMES``, unweighted: the return is their weighted sum plus any invalid-action penalties), ``agent_steps``,
 ``terminated``, ``truncated``, ``decision_mean_us`` / ``decision_p99_us`` (wall time of the ``predict``
 calls only, not the env's steps), ``wall_s`` (the episode from ``reset``), ``window_start`` and
 ``n_jobs_window`` (from the reset info; NaN when the workload has none) and every numeric entry of
@@ -26,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import numpy as np
+
+from clustergym.config import OBJECTIVE_NAMES
 
 Act = Callable[[Any, np.ndarray], int]
 
@@ -65,7 +69,7 @@ def rollout(env, policy: Predictor, seed: int) -> dict:
     t0 = time.perf_counter()
     obs, info = env.reset(seed=int(seed))
     episode = dict(info.get("episode", {}))
-    ret, lat = 0.0, []
+    ret, lat, objectives = 0.0, [], np.zeros(len(OBJECTIVE_NAMES))
     done = "summary" in info  # an episode can end at reset (nothing to decide)
     term = trunc = False
     while not done:
@@ -74,7 +78,8 @@ def rollout(env, policy: Predictor, seed: int) -> dict:
         a = policy.act(obs, mask)
         lat.append(time.perf_counter() - t)
         obs, r, term, trunc, info = env.step(a)
-        ret += float(r)
+        ret += float(info.get("scalar_reward", r))  # the vector-reward env keeps the scalar one in info
+        objectives += info["objectives"]
         done = term or trunc
     summary = info["summary"]
     if not lat:  # ended at reset: terminated if no job is left, else cut by the horizon
@@ -87,7 +92,8 @@ def rollout(env, policy: Predictor, seed: int) -> dict:
            "decision_p99_us": float(np.percentile(us, 99)) if len(us) else math.nan,
            "wall_s": time.perf_counter() - t0,
            "window_start": float(episode.get("window_start", math.nan)),
-           "n_jobs_window": episode.get("n_jobs", math.nan)}
+           "n_jobs_window": episode.get("n_jobs", math.nan),
+           **{f"objective_{n}": float(v) for n, v in zip(OBJECTIVE_NAMES, objectives)}}
     for k, v in summary.items():
         if isinstance(v, (int, float, np.integer, np.floating)):
             rec[k] = v.item() if isinstance(v, np.generic) else v

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from clustergym.config import OBJECTIVE_NAMES
 from clustergym.eval import compare, specs
 from clustergym.eval.rollout import evaluate, predictor, rollout
 from clustergym.eval.stats import (DIRECTIONS, HIGHER_IS_BETTER, SUMMARY_METRICS, TABLE_METRICS, direction,
@@ -48,6 +49,18 @@ def test_max_steps_truncates_and_the_return_is_the_sum_of_rewards():
         obs, r, *_ = env.step(agent.act(obs, env.unwrapped.action_masks()))
         total += r
     assert rec["episode_return"] == total
+
+
+def test_objective_sums_make_up_the_return_also_with_vector_rewards():
+    (scalar,) = evaluate("mlf-h", ENV_ID, SMALL, [2])
+    (vector,) = evaluate("mlf-h", ENV_ID, {**SMALL, "vector_reward": True}, [2])
+    weights = make_env(ENV_ID, SMALL).unwrapped.config.reward_weights
+    sums = [scalar[f"objective_{n}"] for n in OBJECTIVE_NAMES]
+    assert scalar["episode_return"] == pytest.approx(float(np.dot(weights, sums)), abs=1e-9)
+    deadline = sums[OBJECTIVE_NAMES.index("deadline")]
+    assert scalar["terminated"] and deadline == pytest.approx(scalar["deadline_ratio"])  # g2 sums to the ratio
+    assert {k: v for k, v in vector.items() if "us" not in k and k != "wall_s"} == {
+        k: v for k, v in scalar.items() if "us" not in k and k != "wall_s"}
 
 
 def test_paired_table_by_hand():
