@@ -128,6 +128,9 @@ class RunFolder:
 
     # ------------------------------------------------------------------------------------------ state
     def load_state(self) -> None:
+        """Read ``state.json`` to resume the run (and clear the temporary files of writers that were killed)."""
+        for folder in (self.path, self.path / "checkpoints"):
+            remove_stale_temps(folder)
         f = self.path / "state.json"
         if not f.exists():
             raise ResumeError(f"{f} not found: the run never reached its first checkpoint; start it again "
