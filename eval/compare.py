@@ -203,6 +203,10 @@ def aggregate(out_dir: str | os.PathLike, runs: list[dict] | None = None, refere
     wide = stats.wide_table(long, wide_metrics)
     atomic_write_csv(wide, out_dir / "summary.csv")
     atomic_write_text(out_dir / "summary.md", stats.to_markdown(wide))
+    iqm = None
+    if reference is not None and bootstrap:
+        iqm = stats.paired_iqm(ep, reference, [m for m in report.REL_METRICS if m in ep.columns], n_boot=bootstrap)
+        atomic_write_csv(iqm, out_dir / "summary_iqm.csv")
     load_long = None
     if "load" in ep.columns and ep.groupby("scenario_base")["load"].nunique().max() > 1:
         load_long = stats.summarize(ep, group=("scenario_base", "load", "policy"), reference=reference)
@@ -210,8 +214,9 @@ def aggregate(out_dir: str | os.PathLike, runs: list[dict] | None = None, refere
     figs = (plots.all_figures(ep, jb, long, load_long, out_dir / "figures", order=order, reference=reference)
             if figures else [])
     rep = report.write_report(out_dir, title=title, episodes=ep, long=long, figures=figs, reference=reference,
-                              notes=notes, meta=meta or {}, order=order)
-    return {"episodes": ep, "jobs": jb, "long": long, "load_long": load_long, "figures": figs, "report": rep}
+                              notes=notes, meta=meta or {}, order=order, iqm=iqm)
+    return {"episodes": ep, "jobs": jb, "long": long, "load_long": load_long, "iqm": iqm, "figures": figs,
+            "report": rep}
 
 
 # --------------------------------------------------------------------------- CLI
@@ -234,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--workers", type=int, default=2, help="worker processes (0 = in-process)")
     ap.add_argument("--mp-context", default="spawn", choices=("spawn", "forkserver", "fork"))
     ap.add_argument("--max-steps", type=int, default=None, help="env max_steps (truncation) for every run")
-    ap.add_argument("--bootstrap", type=int, default=0, help="also percentile-bootstrap intervals (resamples)")
+    ap.add_argument("--bootstrap", type=int, default=2000,
+                    help="resamples of the bootstrap intervals of interquartile means (0 = none)")
     ap.add_argument("--quick", action="store_true", help="experiments: a smoke-test size (1 seed, small windows)")
     ap.add_argument("--report-only", action="store_true", help="re-aggregate the run files already in --out")
     ap.add_argument("--no-figures", action="store_true")

@@ -1,13 +1,17 @@
-"""Statistics of episode records: t-intervals across seeds, bootstrap intervals, MLFS-style relative
-differences, the metrics of the results tables and which way each is better, and the tables themselves
-(a sweep's long and wide tables; training's results and paired tables).
+"""Statistics of episode records: t-intervals across seeds, interquartile means with stratified bootstrap
+intervals, MLFS-style relative differences, the metrics of the results tables and which way each is better,
+and the tables themselves (a sweep's long and wide tables; training's results and paired tables).
 
-No SciPy: the Student-t quantile is computed from the regularised incomplete beta function (continued
-fraction, Lentz's method) and inverted by bisection; accurate to ~1e-10, checked against table values in
-tests/test_eval_stats.py.
+Quantiles, trimmed means and the bootstrap come from SciPy; Markdown tables from pandas (``tabulate``).
+The interquartile mean (IQM, the mean of the middle 50 %) with a stratified percentile bootstrap is the
+aggregate Agarwal et al. (NeurIPS 2021, "Deep RL at the edge of the statistical precipice") recommend for
+few-seed RL results. Their ``rliable`` package is not used: its dependency ``arch`` fails to import next to
+pandas 3 (the version this project resolves), and ``scipy.stats.bootstrap`` with one sample per stratum is
+the same stratified resampling (each sample is resampled within itself).
 
-    >>> round(t_quantile(0.975, 4), 4)
-    2.7764
+    >>> m, lo, hi, half, n = t_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    >>> round(half, 4)
+    1.9632
 """
 from __future__ import annotations
 
@@ -15,81 +19,9 @@ import math
 from typing import Iterable, Sequence
 
 import numpy as np
+from scipy import stats as sps
 
-# --------------------------------------------------------------------------- Student t
-
-
-def _betacf(a: float, b: float, x: float, max_iter: int = 300, eps: float = 1e-15) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, max_iter + 1):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < eps:
-            break
-    return h
-
-
-def betainc(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    lbt = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(lbt) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(lbt) * _betacf(b, a, 1.0 - x) / b
-
-
-def t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with ``df`` degrees of freedom."""
-    if df <= 0:
-        raise ValueError("df must be > 0")
-    x = df / (df + t * t)
-    tail = 0.5 * betainc(df / 2.0, 0.5, x)
-    return 1.0 - tail if t >= 0 else tail
-
-
-def t_quantile(p: float, df: float) -> float:
-    """The p-quantile of Student's t (bisection on :func:`t_cdf`)."""
-    if not 0.0 < p < 1.0:
-        raise ValueError("p must be in (0, 1)")
-    if p == 0.5:
-        return 0.0
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
-        hi *= 2.0
-        if hi > 1e12:
-            return math.inf
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
-
+IQM_CUT = 0.25  # trim a quarter at each end: the interquartile mean
 
 # --------------------------------------------------------------------------- intervals
 
@@ -111,21 +43,53 @@ def t_interval(x: Iterable[float], conf: float = 0.95) -> tuple[float, float, fl
     if n == 1:
         return (m, math.nan, math.nan, math.nan, 1)
     s = float(a.std(ddof=1))
-    h = t_quantile(0.5 + conf / 2.0, n - 1) * s / math.sqrt(n)
+    h = float(sps.t.ppf(0.5 + conf / 2.0, n - 1)) * s / math.sqrt(n)
     return (m, m - h, m + h, h, n)
 
 
-def bootstrap_interval(x: Iterable[float], conf: float = 0.95, n_boot: int = 2000, seed: int = 0,
-                       stat=np.mean) -> tuple[float, float, float]:
-    """(statistic, lower, upper): percentile bootstrap of ``stat`` over the finite values of ``x``."""
+def iqm(x: Iterable[float]) -> float:
+    """Interquartile mean of the finite values of ``x`` (nan if none)."""
     a = _clean(x)
-    if len(a) == 0:
+    return float(sps.trim_mean(a, IQM_CUT)) if len(a) else math.nan
+
+
+def _pooled_iqm(*strata: np.ndarray, axis: int = -1) -> np.ndarray:
+    return sps.trim_mean(np.concatenate(strata, axis=axis), IQM_CUT, axis=axis)
+
+
+def _pooled_mean(*strata: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.concatenate(strata, axis=axis).mean(axis=axis)
+
+
+_STATISTICS = {"iqm": _pooled_iqm, "mean": _pooled_mean}
+
+
+def bootstrap_interval(strata: Sequence[Iterable[float]], conf: float = 0.95, n_boot: int = 2000, seed: int = 0,
+                       statistic: str = "iqm") -> tuple[float, float, float]:
+    """(statistic, lower, upper) of the values of all ``strata`` pooled: ``statistic`` is ``"iqm"`` or
+    ``"mean"``; the interval is a stratified percentile bootstrap (each stratum, e.g. one scenario's seeds,
+    resampled within itself, so every resample keeps the strata's sizes). Non-finite values are left out;
+    a stratum left with one value is kept as a constant (nothing to resample); no stratum with two or more
+    values gives a nan interval, no value at all gives all nan."""
+    if statistic not in _STATISTICS:
+        raise ValueError(f"statistic must be one of {sorted(_STATISTICS)}, got {statistic!r}")
+    clean = [c for c in (_clean(s) for s in strata) if len(c)]
+    if not clean:
         return (math.nan, math.nan, math.nan)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(a), size=(n_boot, len(a)))
-    boots = np.apply_along_axis(stat, 1, a[idx]) if stat is not np.mean else a[idx].mean(axis=1)
-    q = (1.0 - conf) / 2.0
-    return (float(stat(a)), float(np.quantile(boots, q)), float(np.quantile(boots, 1.0 - q)))
+    fn = _STATISTICS[statistic]
+    value = float(fn(*clean))
+    varying = [c for c in clean if len(c) > 1]
+    if not varying:
+        return (value, math.nan, math.nan)
+    fixed = [c for c in clean if len(c) == 1]
+
+    def stat(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
+        shape = samples[0].shape[:-1]
+        return fn(*samples, *(np.broadcast_to(c, shape + (1,)) for c in fixed), axis=axis)
+
+    res = sps.bootstrap(tuple(varying), stat, n_resamples=n_boot, confidence_level=conf, method="percentile",
+                        vectorized=True, paired=False, rng=np.random.default_rng(seed))
+    return (value, float(res.confidence_interval.low), float(res.confidence_interval.high))
 
 
 def rel_diff(y: float, z: float) -> float:
@@ -178,10 +142,11 @@ def direction(metric: str) -> int:
 
 def summarize(episodes, metrics: Sequence[str] | None = None, reference: str | None = None,
               conf: float = 0.95, group: Sequence[str] = ("scenario", "policy"), bootstrap: int = 0):
-    """Long table, one row per (group..., metric): n, mean, std, t-interval (lo, hi, half width), optional
-    bootstrap interval, and, if ``reference`` (a policy label) is given, ``rel_diff`` = (mean − ref mean) /
-    ref mean (MLFS) plus the paired per-seed relative difference with its t-interval (``rel_paired_*``:
-    same scenario and seed = same workload)."""
+    """Long table, one row per (group..., metric): n, mean, std, t-interval (lo, hi, half width), with
+    ``bootstrap`` resamples the interquartile mean over the seeds and its percentile-bootstrap interval
+    (``iqm``, ``iqm_lo``, ``iqm_hi``), and, if ``reference`` (a policy label) is given, ``rel_diff`` = (mean −
+    ref mean) / ref mean (MLFS) plus the paired per-seed relative difference with its t-interval
+    (``rel_paired_*``: same scenario and seed = same workload)."""
     import pandas as pd
 
     df = pd.DataFrame(episodes)
@@ -209,8 +174,7 @@ def summarize(episodes, metrics: Sequence[str] | None = None, reference: str | N
             r = {**kd, "metric": m, "n": n, "mean": mean, "std": float(np.nanstd(vals, ddof=1)) if n > 1 else math.nan,
                  "ci_lo": lo, "ci_hi": hi, "ci_half": h}
             if bootstrap:
-                _, blo, bhi = bootstrap_interval(vals, conf, bootstrap)
-                r["boot_lo"], r["boot_hi"] = blo, bhi
+                r["iqm"], r["iqm_lo"], r["iqm_hi"] = bootstrap_interval([vals], conf, bootstrap)
             if reference is not None:
                 z = ref_means.get((skey, m), math.nan)
                 r["rel_diff"] = rel_diff(mean, z)
@@ -220,6 +184,33 @@ def summarize(episodes, metrics: Sequence[str] | None = None, reference: str | N
                 r["rel_paired_mean"], r["rel_paired_lo"], r["rel_paired_hi"] = pm, plo, phi
             rows.append(r)
     return pd.DataFrame(rows)
+
+
+def paired_iqm(episodes, reference: str, metrics: Sequence[str], conf: float = 0.95, n_boot: int = 2000,
+               seed: int = 0):
+    """One row per (policy, metric) of every policy but ``reference``: the interquartile mean over all
+    (scenario, seed) runs of the paired relative difference (y − z)/z to ``reference`` on the same scenario
+    and seed (a normalised score, so scenarios of different scale pool), with a bootstrap interval stratified
+    by scenario (``iqm``, ``iqm_lo``, ``iqm_hi``), and the number of pairs ``n`` and of scenarios. Runs whose
+    reference value is 0 or missing have no ratio and are left out."""
+    import pandas as pd
+
+    df = pd.DataFrame(episodes)
+    ref = df[df["policy"] == reference].set_index(["scenario", "seed"])
+    rows = []
+    for p, g in df[df["policy"] != reference].groupby("policy", sort=False):
+        g = g.set_index(["scenario", "seed"])
+        for m in metrics:
+            if m not in g.columns or m not in ref.columns:
+                continue
+            y, z = pd.to_numeric(g[m], errors="coerce"), pd.to_numeric(ref[m], errors="coerce")
+            z = z.reindex(y.index)
+            r = ((y - z) / z.where(z != 0)).replace([np.inf, -np.inf], np.nan).dropna()
+            strata = [v.to_numpy(float) for _, v in r.groupby(level="scenario", sort=False)]
+            value, lo, hi = bootstrap_interval(strata, conf, n_boot, seed)
+            rows.append({"policy": p, "metric": m, "iqm": value, "iqm_lo": lo, "iqm_hi": hi, "n": len(r),
+                         "scenarios": len(strata)})
+    return pd.DataFrame(rows, columns=["policy", "metric", "iqm", "iqm_lo", "iqm_hi", "n", "scenarios"])
 
 
 def fmt_num(x: float, digits: int = 3) -> str:
@@ -270,12 +261,10 @@ def wide_table(long_df, metrics: Sequence[str], index: Sequence[str] = ("scenari
 
 
 def to_markdown(df) -> str:
-    """A GitHub Markdown table (no tabulate dependency)."""
-    cols = [str(c) for c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in r.tolist()) + " |")
-    return "\n".join(lines) + "\n"
+    """A GitHub Markdown table of ``df`` (pandas + tabulate), cells as they are (no number re-formatting) with
+    ``|`` escaped."""
+    cells = df.astype(object).map(lambda v: str(v).replace("|", "\\|"))
+    return cells.to_markdown(index=False, disable_numparse=True) + "\n"
 
 
 def metric_intervals(records: Sequence[dict], metrics: Sequence[str] = TABLE_METRICS) -> dict[str, dict[str, float]]:
@@ -291,7 +280,10 @@ def metric_intervals(records: Sequence[dict], metrics: Sequence[str] = TABLE_MET
 
 
 def results_table(by_policy: dict[str, Sequence[dict]], metrics: Sequence[str] = TABLE_METRICS) -> tuple[list[dict], str]:
-    """(CSV rows: policy, metric, mean, ci95_low, ci95_high, n; Markdown table of 'mean ± half-width')."""
+    """(CSV rows: policy, metric, mean, ci95_low, ci95_high, n; Markdown table of 'mean ± half-width', one row
+    per policy, one column per metric that any policy has)."""
+    import pandas as pd
+
     rows, stats = [], {}
     for p, recs in by_policy.items():
         stats[p] = metric_intervals(recs, metrics)
@@ -299,11 +291,29 @@ def results_table(by_policy: dict[str, Sequence[dict]], metrics: Sequence[str] =
             rows.append({"policy": p, "metric": m, "mean": s["mean"], "ci95_low": s["lo"], "ci95_high": s["hi"],
                          "n": s["n"]})
     cols = [m for m in metrics if any(m in s for s in stats.values())]
-    lines = ["| policy | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-    for p, s in stats.items():
-        cells = [(fmt_ci(s[m]["mean"], s[m]["half"]) if m in s else "") for m in cols]
-        lines.append(f"| {p} | " + " | ".join(cells) + " |")
-    return rows, "\n".join(lines)
+    table = pd.DataFrame([{"policy": p, **{m: fmt_ci(s[m]["mean"], s[m]["half"]) if m in s else "" for m in cols}}
+                          for p, s in stats.items()], columns=["policy", *cols])
+    return rows, to_markdown(table)
+
+
+# The console's table of a training run: few columns, so it fits 100 characters; the full tables go to files.
+COMPACT_METRICS: tuple[tuple[str, str, float], ...] = (
+    ("episode_return", "return", 1.0), ("mean_jct_censored", "JCT (h)", 1 / 3600),
+    ("deadline_ratio", "deadline", 1.0), ("unfinished", "unfinished", 1.0))
+
+
+def compact_table(by_policy: dict[str, Sequence[dict]],
+                  columns: Sequence[tuple[str, str, float]] = COMPACT_METRICS) -> str:
+    """A short Markdown table for a terminal: per policy, 'mean ± half-width' of a few metrics (``columns``:
+    metric, heading, scale), e.g. the censored mean JCT in hours."""
+    import pandas as pd
+
+    out = []
+    for p, recs in by_policy.items():
+        s = metric_intervals(recs, [m for m, _, _ in columns])
+        out.append({"policy": p, **{h: fmt_ci(s[m]["mean"] * k, s[m]["half"] * k) if m in s else "–"
+                                    for m, h, k in columns}})
+    return to_markdown(pd.DataFrame(out))
 
 
 PAIRED_METRICS: tuple[str, ...] = ("mean_jct_censored", "deadline_ratio", "unfinished")
@@ -316,10 +326,10 @@ def paired_table(by_policy: dict[str, Sequence[dict]], reference: str = "agent",
     equal (within 1e-9 relative) or worse. Pairing removes the window-to-window spread that dominates the
     unpaired intervals of :func:`results_table`. Records are paired by ``seed``; a policy missing a seed
     the reference has is an error (a silent drop would bias the comparison)."""
+    import pandas as pd
+
     ref = {r["seed"]: r for r in by_policy[reference]}
-    rows = []
-    lines = [f"| vs | metric | mean difference ({reference} − vs) | 95 % interval | better / equal / worse |",
-             "|---|---|---|---|---|"]
+    rows, table = [], []
     for p, recs in by_policy.items():
         if p == reference:
             continue
@@ -339,6 +349,8 @@ def paired_table(by_policy: dict[str, Sequence[dict]], reference: str = "agent",
             worse = sum(direction(m) * x < -t for x, t in zip(d, tol))
             rows.append({"reference": reference, "vs": p, "metric": m, "mean_diff": mean, "ci95_low": lo,
                          "ci95_high": hi, "n": n, "better": better, "equal": n - better - worse, "worse": worse})
-            lines.append(f"| {p} | {m} | {fmt_num(mean)} | [{fmt_num(lo)}, {fmt_num(hi)}] | "
-                         f"{better} / {n - better - worse} / {worse} |")
-    return rows, "\n".join(lines)
+            table.append({"vs": p, "metric": m, f"{reference} − vs": fmt_num(mean),
+                          "95 % interval": f"[{fmt_num(lo)}, {fmt_num(hi)}]",
+                          "better/equal/worse": f"{better}/{n - better - worse}/{worse}"})
+    return rows, to_markdown(pd.DataFrame(table, columns=["vs", "metric", f"{reference} − vs", "95 % interval",
+                                                          "better/equal/worse"]))

@@ -1,7 +1,10 @@
 """Aggregation, tables, figures and the Markdown report of a sweep (synthetic run files, no simulation)."""
 import json
+import re
 
 import numpy as np
+import pandas as pd
+import pytest
 
 from clustergym.eval import compare, files, report, specs
 
@@ -29,12 +32,20 @@ def _fake_runs(tmp_path, loads=(1.0,)):
 
 def test_report_single_scenario(tmp_path):
     runs = _fake_runs(tmp_path)
-    agg = compare.aggregate(tmp_path, runs, reference="mlf-h", title="T", notes="hello")
-    for f in ("episodes.csv", "jobs.csv", "summary_long.csv", "summary.csv", "summary.md", "report.md"):
+    agg = compare.aggregate(tmp_path, runs, reference="mlf-h", title="T", notes="hello", bootstrap=500)
+    for f in ("episodes.csv", "jobs.csv", "summary_long.csv", "summary.csv", "summary.md", "report.md",
+              "summary_iqm.csv"):
         assert (tmp_path / f).exists(), f
     text = (tmp_path / "report.md").read_text()
     assert text.startswith("# T") and "hello" in text and "## Summary" in text
-    assert "| sc | fifo |" in text and "+49.5%" in text  # (1510 - 1010) / 1010
+    assert re.search(r"\| sc +\| fifo +\|", text) and "+49.5%" in text  # (1510 - 1010) / 1010
+    # the IQM of the per-seed (fifo - mlf-h)/mlf-h = 500/1000, 500/1010, 500/1020: of 3 values trim_mean cuts
+    # floor(3/4) = 0 at each end, so it is their mean
+    iqm = pd.read_csv(tmp_path / "summary_iqm.csv").set_index("metric").loc["mean_jct"]
+    assert iqm["policy"] == "fifo" and iqm["n"] == 3
+    assert iqm["iqm"] == pytest.approx(np.mean([500 / 1000, 500 / 1010, 500 / 1020]))
+    assert iqm["iqm_lo"] <= iqm["iqm"] <= iqm["iqm_hi"]
+    assert "## Interquartile mean of (y − mlf-h)/mlf-h" in text and "+49.5% [" in text
     long = agg["long"]
     f = long[(long.policy == "fifo") & (long.metric == "mean_jct")].iloc[0]
     assert f["rel_diff"] == (1510 - 1010) / 1010
@@ -46,7 +57,7 @@ def test_report_single_scenario(tmp_path):
     report.write_claims(tmp_path, [{"claim": "c", "paper": "p", "measured": "m", "agrees": "yes"}])
     report.write_claims(tmp_path, [{"claim": "c2", "paper": "p", "measured": "m", "agrees": "no"}])
     text = (tmp_path / "report.md").read_text()
-    assert text.count("## Paper claims") == 1 and "| c2 |" in text and "| c |" not in text
+    assert text.count("## Paper claims") == 1 and re.search(r"\| c2 +\|", text) and not re.search(r"\| c +\|", text)
 
 
 def test_report_load_sweep(tmp_path):
