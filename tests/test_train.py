@@ -1,11 +1,14 @@
 """train/ppo.py: smoke run of the real script (tiny settings), resume, config checks."""
 from __future__ import annotations
 
+import re
+import warnings
 from pathlib import Path
 
 import pytest
 import yaml
 
+from clustergym.agents.io import PICKLE_WARNING
 from clustergym.config import OBJECTIVE_NAMES, ConfigError
 from clustergym.train import ppo
 from clustergym.train.config import load_config
@@ -32,10 +35,26 @@ def _scalars(tb_dir: Path) -> dict[str, list]:
     return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
 
 
-def test_smoke_run_writes_everything(tmp_path):
-    cfg = _cfg({**TINY, "out": str(tmp_path / "run")})
+def test_smoke_run_writes_everything(tmp_path, capsys):
+    cfg = _cfg({**TINY, "out": str(tmp_path / "run"), "log_every": 1, "progress_bar": True})
     res = ppo.train(cfg)
     out = Path(res["out"])
+    captured = capsys.readouterr()
+    console = captured.out.splitlines()
+    for bar in ("expert rollouts", "held-out rollouts", "BC", "DAgger 1/1 rollouts", "DAgger 1/1 BC", "PPO", "eval",
+                "agent", "mlf-h"):  # every phase's progress bar (on stderr)
+        assert re.search(rf"\r{bar}: +\d+%", captured.err), bar
+    # the run folder and a TensorBoard command that needs no activated venv come first
+    assert console[0] == f"Run folder: {out}"
+    tb = console[1].removeprefix("TensorBoard: ").split()
+    assert tb[0].endswith("tensorboard") and Path(tb[0]).exists() and tb[1:] == ["--logdir", str(out / "tb")]
+    # every line fits 100 columns (but for the run folder's path itself); the last ones say where results are
+    assert [line for line in console if len(line.replace(str(out), "")) > 100] == []
+    assert any(line.startswith("[256/256 steps") for line in console)  # the status line of training episodes
+    done = console.index(f"Done. Results in {out}:")
+    assert "results.md" in console[done + 1] and console[-1] == console[1].replace("TensorBoard", "  TensorBoard")
+    table = markdown_rows("\n".join(console[:done]))
+    assert table[0][:3] == ["policy", "return", "JCT (h)"] and len(table[0]) <= 6  # the compact table
     for f in ("config.yaml", "final_model.zip", "best_model.zip", "results.csv", "paired.csv", "results.md", "episodes.csv",
               "bc.json", "checkpoints/last.zip", "state.json"):
         assert (out / f).exists(), f
@@ -61,7 +80,11 @@ def test_resume_continues_steps_and_logs(tmp_path, capsys):
     with pytest.raises(SystemExit):  # flags that differ from the saved config are refused
         ppo.main(["--resume", str(out), "--seed", "7"])
     assert "refuses" in capsys.readouterr().err
-    res = ppo.main(["--resume", str(out), "--no-progress"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = ppo.main(["--resume", str(out), "--no-progress"])
+    # the checkpoint and then the best model are loaded: the warning that zips run code is shown once
+    assert [str(w.message) for w in caught].count(PICKLE_WARNING) == 1
     assert not res["interrupted"] and res["num_timesteps"] == 512
     assert not (out / "tb" / "ppo_2").exists()  # same TensorBoard run continued
     after = _scalars(out / "tb" / "ppo_1")

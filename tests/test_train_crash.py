@@ -178,10 +178,10 @@ def test_sigterm_during_ppo_stops_after_the_step_with_a_checkpoint(tmp_path, mon
     checkpoints, and main() exits as the signal would (128 + 15); --resume then finishes the run."""
     real = ppo._evaluate_and_checkpoint
 
-    def terminated_during(cfg, folder, model, logger, status):
+    def terminated_during(cfg, folder, model, logger):
         if model.num_timesteps == 128:
             os.kill(os.getpid(), signal.SIGTERM)
-        real(cfg, folder, model, logger, status=status)
+        real(cfg, folder, model, logger)
     monkeypatch.setattr(ppo, "_evaluate_and_checkpoint", terminated_during)
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as e:

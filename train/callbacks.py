@@ -1,6 +1,10 @@
-"""What runs inside PPO's learning loop, and how a run is stopped.
+"""What runs inside the learning loops, what they print, and how a run is stopped.
 
-- :class:`SummaryCallback`: TensorBoard curves of the training episodes, a one-line console summary, a
+- :func:`say`: every console line of training, wrapped to :data:`WIDTH` columns and written through tqdm
+  (so it does not break a progress bar); :func:`progress`: the progress bar of a phase;
+  :func:`warnings_once`: each warning shown once per run.
+- :class:`BCProgress`: the progress bar and TensorBoard curves of behaviour cloning.
+- :class:`SummaryCallback`: TensorBoard curves of the training episodes, a short console summary, a
   progress bar.
 - :class:`EvalCheckpointCallback`: the periodic evaluation and checkpoint every ``eval_freq`` steps, and
   the stop once a stop is requested (:class:`StopSignals`) or a step budget is reached.
@@ -13,15 +17,78 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import textwrap
 import threading
 import time
+import warnings
 from collections import deque
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
+from tqdm import tqdm
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+WIDTH = 100  # console columns every line of training fits in (a path longer than that stays whole)
+
+
+def say(text: str, wrap: bool = True) -> None:
+    """Print ``text`` with every line longer than :data:`WIDTH` wrapped at spaces (continuations indented);
+    ``wrap=False`` for commands and paths, which must stay whole to be copied."""
+    for line in text.split("\n"):
+        wrapped = textwrap.wrap(line, WIDTH, subsequent_indent="    ", break_long_words=False,
+                                break_on_hyphens=False) if wrap and len(line) > WIDTH else [line]
+        for w in wrapped:
+            tqdm.write(w)
+
+
+def progress(items: Iterable | None = None, desc: str = "", enabled: bool = True, total: int | None = None,
+             unit: str = "episode") -> tqdm:
+    """A progress bar over ``items`` (or of ``total`` steps); ``enabled=False`` draws nothing. It disappears
+    when done: the phase's own summary line follows."""
+    return tqdm(items, desc=desc, total=total, unit=unit, disable=not enabled, leave=False, dynamic_ncols=True,
+                mininterval=0.5)
+
+
+@contextlib.contextmanager
+def warnings_once() -> Iterator[None]:
+    """Inside: each warning (category and text) is shown the first time only, however many places issue it
+    (e.g. loading a model zip when resuming and again for the final table). The warnings go on to whatever
+    showed them before (stderr, or a test's recorder)."""
+    seen: set = set()
+    with warnings.catch_warnings():  # entering also resets Python's own once-per-place memory
+        show = warnings.showwarning
+
+        def once(message, category, filename, lineno, file=None, line=None):
+            key = (category, str(message))
+            if key not in seen:
+                seen.add(key)
+                show(message, category, filename, lineno, file, line)
+        warnings.showwarning = once
+        yield
+
+
+class BCProgress:
+    """The ``callback(i, cross_entropy, loss)`` of ``behaviour_clone``: a progress bar of the gradient steps
+    with the cross-entropy, and the curves ``bc/cross_entropy``, ``bc/loss`` in TensorBoard (``writer``,
+    every 10 steps, at ``offset + i``). Without a bar, a line at every fifth of the steps."""
+
+    def __init__(self, steps: int, desc: str, enabled: bool, writer=None, offset: int = 0):
+        self.steps, self.desc, self.writer, self.offset, self.enabled = steps, desc, writer, offset, enabled
+        self.bar = progress(desc=desc, enabled=enabled, total=steps, unit="step")
+
+    def __call__(self, i: int, ce: float, loss: float) -> None:
+        if self.writer is not None and i % 10 == 0:
+            self.writer.add_scalar("bc/cross_entropy", ce, self.offset + i)
+            self.writer.add_scalar("bc/loss", loss, self.offset + i)
+        self.bar.update(1)
+        if i % 10 == 0:
+            self.bar.set_postfix_str(f"cross-entropy {ce:.4f}", refresh=False)
+        if not self.enabled and (i + 1) % max(1, self.steps // 5) == 0:
+            say(f"  {self.desc} step {i + 1}/{self.steps}: cross-entropy {ce:.4f}")
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 class StopSignals:
@@ -63,11 +130,11 @@ class StopSignals:
 
 class SummaryCallback(BaseCallback):
     """TensorBoard: episode return/length and every numeric info["summary"] entry at episode ends;
-    a one-line console summary every ``log_every`` rollouts; a tqdm progress bar."""
+    a one-line console summary of the last training episodes every ``log_every`` rollouts; a progress bar."""
 
-    def __init__(self, total: int, log_every: int, progress: bool, status: dict):
+    def __init__(self, total: int, log_every: int, progress: bool):
         super().__init__()
-        self.total, self.log_every, self.progress, self.status = total, max(1, log_every), progress, status
+        self.total, self.log_every, self.progress = total, max(1, log_every), progress
         self.recent: deque = deque(maxlen=20)
         self.rollouts = 0
         self.bar = None
@@ -78,10 +145,8 @@ class SummaryCallback(BaseCallback):
         self.n0 = self.num_timesteps
         self.t0 = time.time()
         if self.progress:
-            from tqdm import tqdm
-
             self.bar = tqdm(total=self.total, initial=self.num_timesteps, unit="step", desc="PPO",
-                            dynamic_ncols=True, mininterval=1.0)
+                            dynamic_ncols=True, mininterval=1.0, leave=False)
 
     def _on_step(self) -> bool:
         if self.bar is not None:
@@ -117,23 +182,19 @@ class SummaryCallback(BaseCallback):
         if self.rollouts % self.log_every:
             return
         fps = (self.num_timesteps - self.n0) / max(1e-9, time.time() - self.t0)
-        msg = f"[{self.num_timesteps:,}/{self.total:,} steps, {fps:.0f} steps/s]"
-        msg += self._recent_summary() if self.recent else " (no training episode finished yet)"
-        if self.status.get("last_eval"):
-            msg += " | " + self.status["last_eval"]
-        (self.bar.write if self.bar is not None else print)(msg)
+        msg = f"[{self.num_timesteps:,}/{self.total:,} steps, {fps:.0f}/s]"
+        say(msg + (self._recent_summary() if self.recent else " no training episode finished yet"))
 
     def _recent_summary(self) -> str:
+        """The last training episodes: return (and its margin over the reward baseline on the episodes that
+        ended), share cut by the step cap, mean JCT in hours and deadline ratio."""
         def m(k):
             xs = [r[k] for r in self.recent if k in r]
             return float(np.mean(xs)) if xs else float("nan")
 
-        vs = (f" ({m('vs_baseline'):+.3f} vs baseline on those that ended)"
-              if any("vs_baseline" in r for r in self.recent) else "")
-        return (f" train episodes (last {len(self.recent)}): return {m('return'):.3f}{vs}, "
-                f"{m('cut'):.0%} cut by the step cap, mean JCT {m('mean_jct'):.0f} s, deadline "
-                f"{m('deadline_ratio'):.2f}, accuracy {m('accuracy_ratio'):.2f}, overloads "
-                f"{m('overload_occurrences'):.1f}")
+        vs = f" ({m('vs_baseline'):+.3f} vs base)" if any("vs_baseline" in r for r in self.recent) else ""
+        return (f" train: return {m('return'):.3f}{vs}, cut {m('cut'):.0%}, JCT {m('mean_jct') / 3600:.2f} h, "
+                f"deadline {m('deadline_ratio'):.2f}")
 
     def _on_training_end(self) -> None:
         if self.bar is not None:

@@ -32,7 +32,8 @@ import numpy as np
 # absolute imports: this file also runs as a script (python train/ppo.py)
 from clustergym.config import ConfigError
 from clustergym.scenarios import make_env
-from clustergym.train.callbacks import EvalCheckpointCallback, StopSignals, SummaryCallback
+from clustergym.train.callbacks import (BCProgress, EvalCheckpointCallback, StopSignals, SummaryCallback, progress,
+                                        say, warnings_once)
 from clustergym.train.config import TrainConfig, config_from_args, make_parser
 from clustergym.train.rundir import RunFolder, RunFolderError
 
@@ -96,10 +97,12 @@ def warm_start(cfg: TrainConfig, folder: RunFolder, model) -> dict:
     train_seeds = [base + i for i in range(cfg.bc_episodes)]
     hold_seeds = [base + 50_000 + i for i in range(cfg.bc_holdout_episodes)]
     ecfg = cfg.train_env_config()
-    print(f"BC: rolling out {cfg.expert} on {len(train_seeds)} + {len(hold_seeds)} training windows ...", flush=True)
+    say(f"BC: rolling out {cfg.expert} on {len(train_seeds)} + {len(hold_seeds)} training windows")
     wrap = reward_wrapper(cfg, ecfg)  # value targets on the training reward
-    data = collect(cfg.expert, cfg.scenario, ecfg, train_seeds, gamma=cfg.gamma, wrap=wrap)
-    hold = collect(cfg.expert, cfg.scenario, ecfg, hold_seeds, gamma=cfg.gamma) if hold_seeds else None
+    data = collect(cfg.expert, cfg.scenario, ecfg, progress(train_seeds, "expert rollouts", cfg.progress_bar),
+                   gamma=cfg.gamma, wrap=wrap)
+    hold = (collect(cfg.expert, cfg.scenario, ecfg, progress(hold_seeds, "held-out rollouts", cfg.progress_bar),
+                    gamma=cfg.gamma) if hold_seeds else None)
     t1 = time.time()
     writer = _bc_writer(folder)
 
@@ -107,10 +110,12 @@ def warm_start(cfg: TrainConfig, folder: RunFolder, model) -> dict:
         return agreement(model.policy, d, **kw) if d is not None else float("nan")
 
     before = agree(hold)
+    bar = BCProgress(cfg.bc_steps, "BC", cfg.progress_bar, writer)
     behaviour_clone(model.policy, data, cfg.bc_steps, cfg.bc_batch_size, cfg.bc_lr, cfg.bc_value_coef,
-                    seed=cfg.seed, callback=partial(_bc_progress, cfg.bc_steps, writer))
+                    seed=cfg.seed, callback=bar)
+    bar.close()
     after_bc = agree(hold)
-    print(f"  after BC on the expert's rollouts: held-out agreement {after_bc:.3f}", flush=True)
+    say(f"  after BC on the expert's rollouts: held-out agreement {after_bc:.3f}")
     expert_states = int(len(data["actions"]))
     data, dagger = dagger_rounds(cfg, model, data, hold, base, wrap, writer)
     res = {"expert": cfg.expert, "train_states": int(len(data["actions"])), "expert_states": expert_states,
@@ -126,10 +131,10 @@ def warm_start(cfg: TrainConfig, folder: RunFolder, model) -> dict:
         writer.add_scalar("bc/agreement_train", res["agreement_train"], cfg.bc_steps)
         writer.add_scalar("bc/agreement_holdout", res["agreement_holdout"], cfg.bc_steps)
         writer.close()
-    print(f"BC: {res['train_states']} states; agreement with {cfg.expert}: train {res['agreement_train']:.3f}, "
-          f"held-out states {res['agreement_holdout']:.3f} (before BC {before:.3f}; on its placements only "
-          f"{res['agreement_holdout_placements']:.3f}) "
-          f"[{res['rollout_s']:.0f} s rollouts, {res['train_s']:.0f} s training]", flush=True)
+    say(f"BC: {res['train_states']:,} states; agreement with {cfg.expert}: train {res['agreement_train']:.3f}, "
+        f"held-out {res['agreement_holdout']:.3f}\n"
+        f"  (held-out before BC {before:.3f}, on the expert's placements {res['agreement_holdout_placements']:.3f}; "
+        f"{res['rollout_s']:.0f} s rollouts, {res['train_s']:.0f} s training)")
     return res
 
 
@@ -139,15 +144,19 @@ def dagger_rounds(cfg: TrainConfig, model, data: dict, hold: dict | None, base: 
     from clustergym.agents.bc import agreement, behaviour_clone, collect_dagger, merge
 
     rounds = []
-    for k in range(cfg.bc_dagger_rounds):
+    n = cfg.bc_dagger_rounds
+    for k in range(n):
         t0 = time.time()
         seeds = [base + 100_000 + 1000 * k + i for i in range(cfg.bc_dagger_episodes)]
-        dd = collect_dagger(model.policy, cfg.expert, cfg.scenario, cfg.train_env_config(), seeds, gamma=cfg.gamma,
+        dd = collect_dagger(model.policy, cfg.expert, cfg.scenario, cfg.train_env_config(),
+                            progress(seeds, f"DAgger {k + 1}/{n} rollouts", cfg.progress_bar), gamma=cfg.gamma,
                             max_steps=cfg.bc_dagger_max_steps, wrap=wrap)
         on_policy = agreement(model.policy, dd)  # before training on them: states the learner itself reaches
         data = merge(data, dd)
+        bar = BCProgress(cfg.bc_dagger_steps, f"DAgger {k + 1}/{n} BC", cfg.progress_bar)
         behaviour_clone(model.policy, data, cfg.bc_dagger_steps, cfg.bc_batch_size, cfg.bc_lr, cfg.bc_value_coef,
-                        seed=cfg.seed + 1 + k)
+                        seed=cfg.seed + 1 + k, callback=bar)
+        bar.close()
         rec = {"round": k + 1, "learner_states": int(len(dd["actions"])), "agreement_on_learner_states": on_policy,
                "agreement_holdout": agreement(model.policy, hold) if hold is not None else float("nan"),
                "seconds": time.time() - t0}
@@ -155,9 +164,8 @@ def dagger_rounds(cfg: TrainConfig, model, data: dict, hold: dict | None, base: 
         if writer is not None:
             writer.add_scalar("bc/dagger_agreement_on_learner_states", on_policy, k + 1)
             writer.add_scalar("bc/dagger_agreement_holdout", rec["agreement_holdout"], k + 1)
-        print(f"  DAgger round {k + 1}: {rec['learner_states']} learner states (agreement there before "
-              f"retraining {on_policy:.3f}); held-out agreement now {rec['agreement_holdout']:.3f} "
-              f"[{rec['seconds']:.0f} s]", flush=True)
+        say(f"  DAgger {k + 1}/{n}: {rec['learner_states']:,} learner states, agreement there {on_policy:.3f} "
+            f"before retraining; held-out now {rec['agreement_holdout']:.3f} [{rec['seconds']:.0f} s]")
     return data, rounds
 
 
@@ -168,14 +176,6 @@ def _bc_writer(folder: RunFolder):
     except ImportError:
         return None
     return SummaryWriter(str(folder.path / "tb" / "bc"))
-
-
-def _bc_progress(steps: int, writer, i: int, ce: float, loss: float) -> None:
-    if writer is not None and i % 10 == 0:
-        writer.add_scalar("bc/cross_entropy", ce, i)
-        writer.add_scalar("bc/loss", loss, i)
-    if (i + 1) % max(1, steps // 5) == 0:
-        print(f"  BC step {i + 1}/{steps}: cross-entropy {ce:.4f}", flush=True)
 
 
 # ---------------------------------------------------------------------------------------------- 5. PPO
@@ -194,21 +194,26 @@ def baseline_means(cfg: TrainConfig, folder: RunFolder) -> dict[str, dict[str, f
     from clustergym.eval.rollout import evaluate
     from clustergym.eval.stats import metric_intervals
 
+    m = cfg.select_metric
     for b in cfg.eval_baselines:
         if b not in folder.state["baselines"]:
-            recs = evaluate(b, cfg.scenario, cfg.env_config("test"), cfg.val_seeds(), max_steps=cfg.eval_max_steps)
-            folder.state["baselines"][b] = {k: v["mean"] for k, v in metric_intervals(recs).items()}
+            recs = evaluate(b, cfg.scenario, cfg.env_config("test"), progress(cfg.val_seeds(), b, cfg.progress_bar),
+                            max_steps=cfg.eval_max_steps)
+            bs = folder.state["baselines"][b] = {k: v["mean"] for k, v in metric_intervals(recs).items()}
+            say(f"  {b} on the validation windows: {m} {bs.get(m, float('nan')):.0f}, unfinished "
+                f"{bs.get('unfinished', 0):.1f}, return {bs['episode_return']:.3f}")
     return folder.state["baselines"]
 
 
-def periodic_eval(cfg: TrainConfig, folder: RunFolder, model, logger, status: dict) -> dict:
+def periodic_eval(cfg: TrainConfig, folder: RunFolder, model, logger) -> dict:
     """Evaluate ``model`` on the validation windows, log ``eval/*`` next to the heuristics, save it as
     ``best_model.zip`` if it ranks best so far (:func:`selection_score`); returns its means."""
     from clustergym.eval.rollout import evaluate
     from clustergym.eval.stats import metric_intervals
 
     t0 = time.time()
-    recs = evaluate(model, cfg.scenario, cfg.env_config("test"), cfg.val_seeds(), max_steps=cfg.eval_max_steps)
+    recs = evaluate(model, cfg.scenario, cfg.env_config("test"), progress(cfg.val_seeds(), "eval", cfg.progress_bar),
+                    max_steps=cfg.eval_max_steps)
     s = {k: v["mean"] for k, v in metric_intervals(recs).items()}
     base = baseline_means(cfg, folder)
     m = cfg.select_metric
@@ -229,14 +234,10 @@ def periodic_eval(cfg: TrainConfig, folder: RunFolder, model, logger, status: di
         folder.save_model(model, "best_model.zip")
     keep = ("episode_return", "mean_jct", "mean_jct_censored", "unfinished", "deadline_ratio", "agent_steps")
     folder.state["evals"].append({"step": step, **{k: s[k] for k in keep if k in s}})
-    parts = [f"eval@{step:,}: {m} {s.get(m, float('nan')):.0f}, unfinished {s.get('unfinished', 0):.1f}, "
-             f"return {s['episode_return']:.3f}"]
-    parts += [f"{b} {bs.get(m, float('nan')):.0f}/{bs.get('unfinished', 0):.1f}/{bs['episode_return']:.3f}"
-              for b, bs in base.items()]
-    status["last_eval"] = "; ".join(parts) + (" (new best)" if improved else "")
     logger.dump(step)
     folder.save_state()
-    print(f"  {status['last_eval']}  [{time.time() - t0:.0f} s]", flush=True)
+    say(f"  eval@{step:,}: {m} {s.get(m, float('nan')):.0f}, unfinished {s.get('unfinished', 0):.1f}, return "
+        f"{s['episode_return']:.3f}{' (new best)' if improved else ''} [{time.time() - t0:.0f} s]")
     return s
 
 
@@ -246,67 +247,68 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
     returns False if stopped early (a signal or ``stop_at``), True after the last evaluation otherwise."""
     from stable_baselines3.common.utils import configure_logger
 
-    status: dict[str, str] = {}
-    evaluate_and_checkpoint = partial(_evaluate_and_checkpoint, cfg, folder, status=status)
+    evaluate_and_checkpoint = partial(_evaluate_and_checkpoint, cfg, folder)
     tb_dir = str(folder.path / "tb")
     with stop.graceful():
         if model.num_timesteps == 0 and not folder.state["evals"]:
             model.set_logger(configure_logger(0, tb_dir, "ppo", True))
             evaluate_and_checkpoint(model, model.logger)
         if model.num_timesteps < cfg.timesteps and stop.requested is None:
-            cbs = [SummaryCallback(cfg.timesteps, cfg.log_every, cfg.progress_bar, status),
+            cbs = [SummaryCallback(cfg.timesteps, cfg.log_every, cfg.progress_bar),
                    EvalCheckpointCallback(cfg.eval_freq, evaluate_and_checkpoint, stop, stop_at)]
             model.learn(cfg.timesteps - model.num_timesteps, callback=cbs, tb_log_name="ppo",
                         reset_num_timesteps=False, progress_bar=False)
         folder.checkpoint(model)
     if stop.requested is not None or model.num_timesteps < cfg.timesteps:
-        print(f"Interrupted at step {model.num_timesteps:,}; continue with: python train/ppo.py --resume "
-              f"{folder.path}", flush=True)
+        say(f"Interrupted at step {model.num_timesteps:,}; continue with: python train/ppo.py --resume "
+            f"{folder.path}", wrap=False)
         return False
     if cfg.eval_freq and folder.state["evals"] and folder.state["evals"][-1]["step"] != model.num_timesteps:
         if not hasattr(model, "logger"):  # resumed at its last step: no learn() configured one
             model.set_logger(configure_logger(0, tb_dir, "ppo", False))
-        periodic_eval(cfg, folder, model, model.logger, status)
+        periodic_eval(cfg, folder, model, model.logger)
     return True
 
 
-def _evaluate_and_checkpoint(cfg: TrainConfig, folder: RunFolder, model, logger, status: dict) -> None:
-    periodic_eval(cfg, folder, model, logger, status)
+def _evaluate_and_checkpoint(cfg: TrainConfig, folder: RunFolder, model, logger) -> None:
+    periodic_eval(cfg, folder, model, logger)
     folder.checkpoint(model)
 
 
 # ---------------------------------------------------------------------------------------------- 6. final table
 def final_table(cfg: TrainConfig, folder: RunFolder, model) -> tuple[str, list[dict]]:
     """The best checkpoint (else ``model``) and the heuristics on the final held-out windows: writes results.csv,
-    episodes.csv, paired.csv and results.md; returns the table's Markdown and rows."""
+    episodes.csv, paired.csv and results.md (every metric); prints a compact table and the paired one; returns
+    the full table's Markdown and rows."""
     from clustergym.agents.io import load_agent
     from clustergym.eval.rollout import evaluate
-    from clustergym.eval.stats import paired_table, results_table
+    from clustergym.eval.stats import compact_table, paired_table, results_table
 
     best = folder.path / "best_model.zip"
     agent = load_agent(best, device=cfg.device, algo=cfg.algo) if best.exists() else model
     which = f"best checkpoint (step {folder.state['best_step']:,})" if best.exists() else "final model"
     seeds = cfg.final_seeds()
-    print(f"Final evaluation on {len(seeds)} held-out windows (split='test', seeds {seeds[0]}..{seeds[-1]}) ...",
-          flush=True)
+    say(f"Final evaluation on {len(seeds)} held-out windows (split='test', seeds {seeds[0]}..{seeds[-1]})")
     by_policy: dict[str, list[dict]] = {}
     for name in ["agent", *cfg.final_baselines]:
         t0 = time.time()
-        by_policy[name] = evaluate(agent if name == "agent" else name, cfg.scenario, cfg.env_config("test"), seeds,
-                                   name=name, max_steps=cfg.final_eval_max_steps)
-        print(f"  {name}: {time.time() - t0:.0f} s", flush=True)
+        by_policy[name] = evaluate(agent if name == "agent" else name, cfg.scenario, cfg.env_config("test"),
+                                   progress(seeds, name, cfg.progress_bar), name=name,
+                                   max_steps=cfg.final_eval_max_steps)
+        say(f"  {name}: {time.time() - t0:.0f} s")
     rows, md = results_table(by_policy)
     paired_rows, paired_md = paired_table(by_policy, "agent")
-    md += ("\n\nPaired on the same windows (agent − other; lower JCT and unfinished, higher deadline ratio are "
-           "better):\n\n" + paired_md)
+    paired_title = "Paired on the same windows (agent − other; better: lower JCT, unfinished; higher deadline):"
+    md += "\n" + paired_title + "\n\n" + paired_md
     folder.write_csv("paired.csv", paired_rows)
     folder.write_csv("results.csv", rows)
     folder.write_csv("episodes.csv", [r for recs in by_policy.values() for r in recs])
     header = (f"# {cfg.scenario}: agent ({cfg.policy}, {cfg.algo}, {which}) vs heuristics\n\n"
               f"Held-out windows (split='test'), {cfg.final_eval_episodes} seeds, mean ± 95 % t-interval; "
               f"agent-step cap {cfg.final_eval_max_steps} per episode.\n\n")
-    folder.write_text("results.md", header + md + "\n")
-    print("\n" + header + md + "\n", flush=True)
+    folder.write_text("results.md", header + md)
+    say(f"\nAgent ({which}) vs heuristics on {len(seeds)} held-out windows of {cfg.scenario}\n"
+        f"(mean ± 95 % t-interval; JCT: censored mean)\n\n{compact_table(by_policy)}\n{paired_title}\n\n{paired_md}")
     return md, rows
 
 
@@ -321,7 +323,7 @@ def train(cfg: TrainConfig, resume: bool = False, stop_at: int | None = None) ->
     cfg.out = str(folder.path)
     if cfg.n_envs > 1 or cfg.torch_threads:
         torch.set_num_threads(1 if cfg.n_envs > 1 else cfg.torch_threads)
-    with folder.lock(), StopSignals() as stop:
+    with folder.lock(), StopSignals() as stop, warnings_once():
         env = None
         try:
             env = training_envs(cfg)
@@ -340,9 +342,11 @@ def _train(cfg: TrainConfig, folder: RunFolder, env, resume: bool, stop: StopSig
         model = folder.load_checkpoint(env, cfg.device, cfg.algo)
         model.tensorboard_log = tb_dir
         folder.write_config(cfg.to_dict())  # a larger --timesteps extends the run
-        print(f"Resuming {folder.path} at step {model.num_timesteps:,} of {cfg.timesteps:,}", flush=True)
+        say(f"Resuming {folder.path} at step {model.num_timesteps:,} of {cfg.timesteps:,}\n"
+            f"TensorBoard: {folder.tensorboard_command()}", wrap=False)
     else:
         folder.start(cfg.to_dict())
+        say(f"Run folder: {folder.path}\nTensorBoard: {folder.tensorboard_command()}", wrap=False)
         model = new_model(cfg, env, tb_dir)
         if cfg.bc_steps > 0:
             folder.state["bc"] = warm_start(cfg, folder, model)
@@ -354,11 +358,22 @@ def _train(cfg: TrainConfig, folder: RunFolder, env, resume: bool, stop: StopSig
     if cfg.final_eval_episodes:
         result["results_md"], result["results"] = final_table(cfg, folder, model)
     else:
-        print("No final table (final_eval_episodes = 0).", flush=True)
+        say("No final table (final_eval_episodes = 0).")
     folder.state["finished"] = True
     folder.save_state()
-    print(f"Run folder: {folder.path}  (tensorboard --logdir {tb_dir})", flush=True)
+    say(finished_message(folder, bool(cfg.final_eval_episodes)), wrap=False)
     return {**result, "num_timesteps": int(model.num_timesteps), "interrupted": False, "signal": None}
+
+
+def finished_message(folder: RunFolder, with_table: bool) -> str:
+    """Where a finished run's results are."""
+    lines = [f"Done. Results in {folder.path}:"]
+    if with_table:
+        lines.append("  tables: results.md (every metric; paired), results.csv, paired.csv, episodes.csv")
+    best = "best_model.zip (best checkpoint), " if (folder.path / "best_model.zip").exists() else ""
+    lines += [f"  agent: {best}final_model.zip (last step)",
+              f"  TensorBoard: {folder.tensorboard_command()}"]
+    return "\n".join(lines)
 
 
 def _stopped_at_once(folder: RunFolder, signal_name: str) -> dict:

@@ -96,6 +96,15 @@ class RunLock:
         self.release()
 
 
+def _display(path: Path) -> str:
+    """``path`` relative to the working directory if it lies inside it, else absolute."""
+    path = Path(os.path.abspath(path))
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def _read_fd(fd: int) -> str:
     return os.pread(fd, 4096, 0).decode(errors="replace").strip()
 
@@ -112,6 +121,13 @@ class RunFolder:
     def lock(self) -> RunLock:
         self.path.mkdir(parents=True, exist_ok=True)
         return RunLock(self.path)
+
+    def tensorboard_command(self) -> str:
+        """A command that starts TensorBoard on this run's logs without activating the venv: the ``tensorboard``
+        script beside this Python (paths relative to the working directory when inside it)."""
+        script = Path(sys.executable).parent / "tensorboard"
+        exe = _display(script) if script.exists() else f"{_display(Path(sys.executable))} -m tensorboard.main"
+        return f"{exe} --logdir {_display(self.path / 'tb')}"
 
     # ------------------------------------------------------------------------------------------ starting
     def start(self, config: dict) -> None:
