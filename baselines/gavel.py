@@ -30,6 +30,9 @@ an equal share on the job's fastest type.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Iterator
@@ -41,11 +44,30 @@ from clustergym.core.job import Job
 from .base import Command, Policy, View, current_iters, job_servers, running_time, sim_cache
 
 
+@contextlib.contextmanager
+def _solver_output(shown: bool) -> Iterator[None]:
+    """HiGHS prints its banner from C when a process makes its first solver, whatever pulp's ``msg``; unless
+    ``shown``, the process's stdout goes to /dev/null for the solve (Python's buffered output flushed first)."""
+    if shown:
+        yield
+        return
+    sys.stdout.flush()
+    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(null)
+
+
 def solve_max_min(tput: np.ndarray, scale: np.ndarray, counts: np.ndarray, objective: str = "max-min",
-                  time_limit_s: float = 1.0, remaining: np.ndarray | None = None) -> tuple[np.ndarray, str]:
+                  time_limit_s: float = 1.0, remaining: np.ndarray | None = None,
+                  verbose: bool = False) -> tuple[np.ndarray, str]:
     """Solve Gavel's LP. ``tput``: (J, K) throughputs; ``scale``: (J,) GPUs per job; ``counts``: (K,)
-    GPUs per type; ``remaining``: (J,) remaining iterations (``objective="makespan"`` only). Returns
-    (X, pulp solution status)."""
+    GPUs per type; ``remaining``: (J,) remaining iterations (``objective="makespan"`` only); ``verbose``:
+    the solver's log on stdout. Returns (X, pulp solution status)."""
     import pulp
 
     if objective == "makespan":
@@ -76,7 +98,8 @@ def solve_max_min(tput: np.ndarray, scale: np.ndarray, counts: np.ndarray, objec
         prob += pulp.lpSum(x[j, k] for k in range(K)) <= 1
     for k in range(K):
         prob += pulp.lpSum(float(scale[j]) * x[j, k] for j in range(J)) <= float(counts[k])
-    prob.solve(pulp.HiGHS(msg=False, timeLimit=time_limit_s, threads=1))
+    with _solver_output(verbose):
+        prob.solve(pulp.HiGHS(msg=verbose, timeLimit=time_limit_s, threads=1))
     status = pulp.LpSolution[prob.sol_status]
     X = np.array([[x[j, k].value() or 0.0 for k in range(K)] for j in range(J)])
     return np.clip(X, 0.0, 1.0), status
@@ -89,6 +112,7 @@ class Gavel(Policy):
     objective: str = "max-min"  # or "throughput", "makespan"
     time_limit_s: float = 1.0
     max_jobs: int = 200
+    verbose: bool = False  # the LP solver's log (HiGHS's banner and progress) on stdout
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -123,7 +147,8 @@ class Gavel(Policy):
                      if self.objective == "makespan" else None)
         t0 = time.perf_counter()
         try:
-            X, status = solve_max_min(tput, scale, counts, self.objective, self.time_limit_s, remaining)
+            X, status = solve_max_min(tput, scale, counts, self.objective, self.time_limit_s, remaining,
+                                      self.verbose)
         except Exception as exc:  # solver failure: fall back to the fastest type
             X, status = np.zeros_like(tput), f"error: {exc}"
         self.solve_seconds += time.perf_counter() - t0

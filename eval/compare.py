@@ -15,9 +15,10 @@ values parsed as YAML) or ``[label=]path.zip`` (a saved agent, loaded lazily in 
 every scenario. ``--loads 0.25 0.5 1 2 3`` expands each scenario into a load sweep: ``--load-mode jobs``
 scales ``window_jobs`` by x, ``--load-mode generator`` sets ``generator.load = x`` (generator workloads).
 
-**Outputs** (``--out``): ``runs/<policy>__<scenario>__s<seed>.json`` (episode summary + timing, written last:
-its presence marks the run as done, an interrupted sweep re-runs only missing runs) and ``.jobs.csv``
-(per-job records of ``sim.job_records()``); aggregated ``episodes.csv``, ``jobs.csv``,
+**Outputs** (``--out``): ``runs/<policy>__<scenario>__s<seed>.json`` (episode summary + timing and the run's
+identity, written last: a finished run is reused only if its identity, i.e. policy and parameters, env id
+and every keyword, seed and code version, matches; an interrupted sweep re-runs only missing runs, a changed
+spec re-runs the runs it changes) and ``.jobs.csv`` (per-job records of ``sim.job_records()``); aggregated ``episodes.csv``, ``jobs.csv``,
 ``summary_long.csv`` (every metric: n, mean, std, t-interval, relative difference to the reference),
 ``summary.csv``/``summary.md`` (wide), ``figures/*.png`` and ``report.md``. Every file is written to a
 temporary name and moved into place with ``os.replace``.
@@ -30,7 +31,10 @@ import multiprocessing
 import os
 import sys
 import time
+import warnings
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -38,7 +42,8 @@ import numpy as np
 
 # absolute imports: this file also runs as a script (python eval/compare.py)
 from clustergym.eval.files import atomic_write_csv, atomic_write_parquet, atomic_write_text, remove_stale_temps
-from clustergym.eval.specs import deep_merge, expand_loads, make_runs, parse_kv, parse_policy, parse_scenario
+from clustergym.eval.specs import (SweepSpecError, canonical, check_collisions, deep_merge, expand_loads,
+                                   identity_difference, make_runs, parse_kv, parse_policy, parse_scenario)
 
 # --------------------------------------------------------------------------- one run (worker)
 
@@ -80,7 +85,8 @@ def run_one(run: dict, out_dir: str) -> dict:
     jobs = jobs[list(meta) + [c for c in jobs.columns if c not in meta]]
     runs_dir = Path(out_dir) / "runs"
     atomic_write_csv(jobs, runs_dir / f"{run['key']}.jobs.csv")
-    payload = {"row": row, "run": {k: run[k] for k in ("env_id", "env_kwargs", "policy_spec", "seed")}}
+    payload = {"row": row, "run": {k: run[k] for k in ("env_id", "env_kwargs", "policy_spec", "seed")},
+               "identity": run.get("identity")}
     atomic_write_text(runs_dir / f"{run['key']}.json", json.dumps(payload, default=_json_default, indent=1))
     return row
 
@@ -95,8 +101,54 @@ def _json_default(o):
     return str(o)
 
 
+def run_with_warnings(run: dict, out_dir: str) -> tuple[dict, list[tuple[str, str]]]:
+    """:func:`run_one`, returning the (category, text) of every warning it raised instead of printing them, so
+    the sweep shows each once however many runs and worker processes raise it."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for quiet in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.filterwarnings("ignore", category=quiet)  # hidden by Python's defaults too
+        row = run_one(run, out_dir)
+    return row, [(w.category.__name__, str(w.message)) for w in caught]
+
+
+def saved_identity(out_dir: str | os.PathLike, run: dict) -> tuple[bool, dict | None]:
+    """(whether ``run``'s file exists, the identity saved in it: None if it has none or cannot be read)."""
+    p = Path(out_dir) / "runs" / f"{run['key']}.json"
+    if not p.exists():
+        return False, None
+    try:
+        return True, json.loads(p.read_text()).get("identity")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return True, None
+
+
 def is_done(out_dir: str | os.PathLike, run: dict) -> bool:
-    return (Path(out_dir) / "runs" / f"{run['key']}.json").exists()
+    """``run`` finished with the same identity (a run without one, e.g. a test's, counts as done if its file
+    exists)."""
+    exists, saved = saved_identity(out_dir, run)
+    return exists and ("identity" not in run or (saved is not None and canonical(saved) == canonical(run["identity"])))
+
+
+def stale_runs(out_dir: str | os.PathLike, runs: list[dict]) -> list[tuple[dict, str]]:
+    """The runs whose file another spec made, each with the first field where the specs differ."""
+    out = []
+    for r in runs:
+        exists, saved = saved_identity(out_dir, r)
+        if exists and not is_done(out_dir, r):
+            out.append((r, identity_difference(saved, r["identity"]) if saved else "no identity saved"))
+    return out
+
+
+def _clear_stale(out_dir: Path, runs: list[dict]) -> None:
+    """Remove the files of runs made by another spec (they are run again) and say so."""
+    stale = stale_runs(out_dir, runs)
+    for r, _ in stale:
+        for suffix in (".json", ".jobs.csv"):
+            (out_dir / "runs" / f"{r['key']}{suffix}").unlink(missing_ok=True)
+    if stale:
+        print(f"{len(stale)} finished runs in {out_dir / 'runs'} were made by another spec and run again "
+              f"(e.g. {stale[0][0]['key']}, {stale[0][1]})", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -104,65 +156,88 @@ def is_done(out_dir: str | os.PathLike, run: dict) -> bool:
 
 def sweep(runs: list[dict], out_dir: str | os.PathLike, workers: int = 2, mp_context: str = "spawn",
           progress: bool = True) -> dict:
-    """Execute the runs not yet done (in ``workers`` processes; 0 = in this process). Returns
-    {"executed": [keys], "skipped": [keys], "failed": {key: error}, "wall_s": float}."""
+    """Execute the runs not yet done (in ``workers`` processes; 0 = in this process) after checking that no
+    two collide; finished runs of another spec are run again. Every warning of the runs is printed once, with
+    the number of runs that raised it. Returns {"executed": [keys], "skipped": [keys], "failed": {key: error},
+    "warnings": {(category, text): runs}, "wall_s": float}."""
+    check_collisions(runs)
     out_dir = Path(out_dir)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
     remove_stale_temps(out_dir / "runs")  # left by runs killed mid-write
+    _clear_stale(out_dir, runs)
     todo = [r for r in runs if not is_done(out_dir, r)]
     skipped = [r["key"] for r in runs if is_done(out_dir, r)]
     # longest first (bigger windows) for a better balance across workers
     todo.sort(key=lambda r: -int(r["env_kwargs"].get("window_jobs", 0) or 0))
-    executed, failed = [], {}
     t0 = time.perf_counter()
     from tqdm import tqdm
 
-    bar = tqdm(total=len(todo), desc="runs", unit="run", disable=not progress, dynamic_ncols=True)
-    if workers <= 0:
-        for r in todo:
-            try:
-                run_one(r, str(out_dir))
-                executed.append(r["key"])
-            except Exception as e:  # noqa: BLE001  (report and go on)
-                failed[r["key"]] = f"{type(e).__name__}: {e}"
-            bar.update(1)
-    elif todo:
-        from clustergym.eval import compare as _self  # the importable module, so the worker pickles by module name
-
-        ctx = multiprocessing.get_context(mp_context)
-        ex = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx)
-        try:
-            futs = {ex.submit(_self.run_one, r, str(out_dir)): r["key"] for r in todo}
-            for f in as_completed(futs):
-                k = futs[f]
+    res: dict = {"executed": [], "skipped": skipped, "failed": {}, "warnings": Counter()}
+    with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress, dynamic_ncols=True) as bar:
+        done = partial(_finished, res, bar)
+        if workers <= 0:
+            for r in todo:
                 try:
-                    f.result()
-                    executed.append(k)
-                except Exception as e:  # noqa: BLE001
-                    failed[k] = f"{type(e).__name__}: {e}"
-                bar.update(1)
-        except KeyboardInterrupt:  # Ctrl-C / SIGTERM: stop our workers; finished runs stay, the rest re-runs
-            procs = list((getattr(ex, "_processes", None) or {}).values())
-            ex.shutdown(wait=False, cancel_futures=True)
-            for p in procs:
-                if p.is_alive():
-                    p.terminate()
-            bar.close()
-            print(f"interrupted: {len(executed)} runs finished in this call; re-run the same command to resume",
-                  file=sys.stderr)
-            raise
-        ex.shutdown(wait=True)
-    bar.close()
-    for k, e in failed.items():
+                    done(r["key"], result=run_with_warnings(r, str(out_dir)))
+                except Exception as e:  # noqa: BLE001  (report and go on)
+                    done(r["key"], error=e)
+        elif todo:
+            _in_workers(todo, out_dir, workers, mp_context, done, res)
+    for (category, text), n in res["warnings"].items():
+        print(f"warning ({n} of {len(todo)} runs): {category}: {text}", file=sys.stderr)
+    for k, e in res["failed"].items():
         print(f"FAILED {k}: {e}", file=sys.stderr)
-    return {"executed": executed, "skipped": skipped, "failed": failed, "wall_s": time.perf_counter() - t0}
+    return {**res, "wall_s": time.perf_counter() - t0}
+
+
+def _finished(res: dict, bar, key: str, result: tuple | None = None, error: BaseException | None = None) -> None:
+    """Book one run's end: executed with its warnings (each counted once per run), or failed."""
+    if error is None:
+        res["executed"].append(key)
+        res["warnings"].update(set(result[1]))
+    else:
+        res["failed"][key] = f"{type(error).__name__}: {error}"
+    bar.update(1)
+
+
+def _in_workers(todo: list[dict], out_dir: Path, workers: int, mp_context: str, done, res: dict) -> None:
+    from clustergym.eval import compare as _self  # the importable module, so the worker pickles by module name
+
+    ex = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=multiprocessing.get_context(mp_context))
+    try:
+        futs = {ex.submit(_self.run_with_warnings, r, str(out_dir)): r["key"] for r in todo}
+        for f in as_completed(futs):
+            try:
+                done(futs[f], result=f.result())
+            except Exception as e:  # noqa: BLE001
+                done(futs[f], error=e)
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: stop our workers; finished runs stay, the rest re-runs
+        procs = list((getattr(ex, "_processes", None) or {}).values())
+        ex.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        print(f"interrupted: {len(res['executed'])} runs finished in this call; re-run the same command to resume",
+              file=sys.stderr)
+        raise
+    ex.shutdown(wait=True)
+
+
+class StaleRunsError(RuntimeError):
+    """Run files in the output folder that another spec made (re-aggregating them would show old numbers)."""
 
 
 def collect(out_dir: str | os.PathLike, runs: list[dict] | None = None):
-    """(episodes, jobs) DataFrames from the run files (only the given runs, or all of them)."""
+    """(episodes, jobs) DataFrames from the run files (only the given runs, or all of them); a given run whose
+    file holds another identity raises :class:`StaleRunsError`."""
     import pandas as pd
 
     rdir = Path(out_dir) / "runs"
+    stale = stale_runs(out_dir, runs) if runs is not None else []
+    if stale:
+        raise StaleRunsError(f"{len(stale)} of the {len(runs)} run files in {rdir} were made by another spec than "
+                             f"this one (e.g. {stale[0][0]['key']}, {stale[0][1]}): run the sweep (without "
+                             f"--report-only) to run them again, or give another --out")
     keys = [r["key"] for r in runs] if runs is not None else sorted(p.name[:-5] for p in rdir.glob("*.json"))
     rows, jobs = [], []
     for k in keys:
@@ -252,51 +327,70 @@ def _sigterm(signum, frame):
     raise KeyboardInterrupt
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    a = build_parser().parse_args(argv)
-    import signal
-
-    signal.signal(signal.SIGTERM, _sigterm)
+def plan(a: argparse.Namespace) -> dict:
+    """The sweep the parsed command line asks for: out, runs, reference, title, notes, and the experiment."""
     from clustergym.eval import experiments
 
+    if a.experiment:
+        out = Path(a.out or f"results/{a.experiment}" + ("-quick" if a.quick else ""))
+        exp = experiments.get(a.experiment)(out, quick=a.quick, seeds=a.seeds)
+        return {"out": out, "runs": exp["runs"], "reference": exp.get("reference"), "title": exp["title"],
+                "notes": exp.get("notes", ""), "experiment": exp}
+    policies = [parse_policy(p) for p in a.policies]
+    labels = [p["label"] for p in policies]
+    if len(set(labels)) != len(labels):
+        raise SweepSpecError(f"duplicate policy labels {labels}: give labels as label=spec")
+    scenarios = expand_loads([parse_scenario(s) for s in a.scenarios], a.loads, a.load_mode)
+    common: dict = {}
+    for kv in a.set:
+        common = deep_merge(common, parse_kv(kv))
+    runs = make_runs(policies, scenarios, a.seeds if a.seeds is not None else [0, 1, 2], common, a.max_steps)
+    return {"out": Path(a.out or "results/sweep"), "runs": runs, "reference": a.reference,
+            "title": "Evaluation sweep", "notes": "", "experiment": None}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; SIGTERM stops it like Ctrl-C while it runs (the previous handler is restored)."""
+    import signal
+
+    previous = signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        return _main(build_parser().parse_args(argv), argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
     if a.list_experiments:
+        from clustergym.eval import experiments
+
         for name, fn in experiments.EXPERIMENTS.items():
             print(f"{name:16s} {(fn.__doc__ or '').strip().splitlines()[0]}")
         return 0
     t0 = time.perf_counter()
-    if a.experiment:
-        out = Path(a.out or f"results/{a.experiment}" + ("-quick" if a.quick else ""))
-        exp = experiments.get(a.experiment)(out, quick=a.quick, seeds=a.seeds)
-        runs, reference, title, notes = exp["runs"], exp.get("reference"), exp["title"], exp.get("notes", "")
-    else:
-        out = Path(a.out or "results/sweep")
-        policies = [parse_policy(p) for p in a.policies]
-        labels = [p["label"] for p in policies]
-        if len(set(labels)) != len(labels):
-            raise SystemExit(f"duplicate policy labels {labels}: give labels as label=spec")
-        scenarios = expand_loads([parse_scenario(s) for s in a.scenarios], a.loads, a.load_mode)
-        common: dict = {}
-        for kv in a.set:
-            common = deep_merge(common, parse_kv(kv))
-        runs = make_runs(policies, scenarios, a.seeds if a.seeds is not None else [0, 1, 2], common, a.max_steps)
-        reference, title, notes, exp = a.reference, "Evaluation sweep", "", None
-    print(f"{len(runs)} runs -> {out}", file=sys.stderr)
-    res = {"executed": [], "skipped": [], "failed": {}, "wall_s": 0.0}
-    if not a.report_only:
-        res = sweep(runs, out, workers=a.workers, mp_context=a.mp_context, progress=not a.no_progress)
-        print(f"executed {len(res['executed'])}, skipped {len(res['skipped'])} (already done), "
-              f"failed {len(res['failed'])} in {res['wall_s']:.1f} s", file=sys.stderr)
-    meta = {"command": "python eval/compare.py " + " ".join(sys.argv[1:] if argv is None else argv),
-            "runs": len(runs), "executed": len(res["executed"]), "sweep_wall_s": round(res["wall_s"], 1),
-            "workers": a.workers}
-    agg = aggregate(out, runs, reference=reference, title=title, notes=notes, figures=not a.no_figures,
-                    bootstrap=a.bootstrap, meta=meta)
-    if exp is not None and exp.get("claims"):
+    try:
+        p = plan(a)
+        out, runs = p["out"], p["runs"]
+        print(f"{len(runs)} runs -> {out}", file=sys.stderr)
+        res = {"executed": [], "skipped": [], "failed": {}, "wall_s": 0.0}
+        if not a.report_only:
+            res = sweep(runs, out, workers=a.workers, mp_context=a.mp_context, progress=not a.no_progress)
+            print(f"executed {len(res['executed'])}, skipped {len(res['skipped'])} (already done), "
+                  f"failed {len(res['failed'])} in {res['wall_s']:.1f} s", file=sys.stderr)
+        meta = {"command": "python eval/compare.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                "runs": len(runs), "executed": len(res["executed"]), "sweep_wall_s": round(res["wall_s"], 1),
+                "workers": a.workers}
+        agg = aggregate(out, runs, reference=p["reference"], title=p["title"], notes=p["notes"],
+                        figures=not a.no_figures, bootstrap=a.bootstrap, meta=meta)
+    except (SweepSpecError, StaleRunsError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if p["experiment"] is not None and p["experiment"].get("claims"):
         from clustergym.eval import report
 
-        claims = exp["claims"](agg)
-        report.write_claims(out, claims)
-    print(f"report: {agg['report']}  ({time.perf_counter() - t0:.1f} s total)", file=sys.stderr)
+        report.write_claims(out, p["experiment"]["claims"](agg))
+    print(f"results in {out} ({time.perf_counter() - t0:.1f} s): report.md, summary.md, summary_long.csv, "
+          f"episodes.csv, figures/, runs/", file=sys.stderr)
     return 1 if res["failed"] else 0
 
 
