@@ -7,7 +7,8 @@ The interquartile mean (IQM, the mean of the middle 50 %) with a stratified perc
 aggregate Agarwal et al. (NeurIPS 2021, "Deep RL at the edge of the statistical precipice") recommend for
 few-seed RL results. Their ``rliable`` package is not used: its dependency ``arch`` fails to import next to
 pandas 3 (the version this project resolves), and ``scipy.stats.bootstrap`` with one sample per stratum is
-the same stratified resampling (each sample is resampled within itself).
+the same stratified resampling (each sample is resampled within itself). Written here, as no library has
+them: MLFS's relative difference, the paired per-window comparison and the tables' layout.
 
     >>> m, lo, hi, half, n = t_interval([1.0, 2.0, 3.0, 4.0, 5.0])
     >>> round(half, 4)
