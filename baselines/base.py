@@ -17,10 +17,9 @@ virtual host (MLFS §3.3.2) and the ideal virtual task (MLFS §3.3.3).
 """
 from __future__ import annotations
 
-import math
 import weakref
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, ClassVar, Iterator, Sequence
 
 import numpy as np
 
@@ -70,10 +69,6 @@ def ref_iter_time(sim: "Simulator", job: Job) -> float:
     """Reference iteration time of a job: its model's single-GPU iteration time averaged over the
     cluster's GPUs (Hare's heterogeneity-averaged round time T̄_n; also MLF-H's run-time estimate)."""
     return sim.cluster.mean_iter_time(job.model)
-
-
-def remaining_iters(job: Job) -> float:
-    return max(0.0, job.target_iters - job.iters)
 
 
 def remaining_time(sim: "Simulator", job: Job) -> float:
@@ -488,14 +483,3 @@ def run(sim: "Simulator", policy: Policy, max_commands: int = 100_000) -> dict:
             execute(sim, cmd)
     return sim.summary()
 
-
-def ordered_unique(it: Iterable[int]) -> list[int]:
-    seen, out = set(), []
-    for x in it:
-        if x not in seen:
-            seen.add(x)
-            out.append(x)
-    return out
-
-
-INF = math.inf

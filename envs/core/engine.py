@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from heapq import heappop, heappush
 import math
-from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol
 
 import numpy as np
 
 from .catalogue import ModelProfile
+from .config import SimConfig, SimConfigError  # noqa: F401  (re-exported: part of the engine API)
 from .dag import critical_time, job_graph, plan_placement
 from .hardware import ClusterSpec
 from .job import JOB_ACTIVE, TASK_RUNNING, TASK_WAITING, Job, JobState, Task, TaskState, make_job
@@ -43,45 +43,8 @@ from .workload import STOP_OPTIONS, JobSpec
 EV_COMPLETE, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_TICK = range(7)
 
 
-DECIDE_ON = ("actionable", "placement", "queue", "always")
-
-
 class InvalidCommand(ValueError):
     """A scheduler command the simulator refuses; the message says exactly why."""
-
-
-@dataclass
-class SimConfig:
-    """Simulator parameters (defaults from MLFS §4.1 where it gives them)."""
-
-    tick_s: float = 60.0  # MLFS: "the job scheduler runs every minute"
-    # which ticks are decision points: "actionable" (a ready task fits somewhere, or an overloaded server
-    # has tasks to move), "placement" (a ready task fits: for policies that never migrate), "queue" (any
-    # task waits), "always" (every tick while jobs are active)
-    decide_on: str = "actionable"
-    overload_threshold: float = 0.9  # h_r
-    cluster_overload_threshold: float = 0.9  # h_s (on the RMS of a server's utilisation vector)
-    usage_change_mean_s: float = 600.0  # mean time between resource-use changes of a job; 0 = constant
-    usage_sigma: float = 0.2  # log-normal spread of the usage factor
-    usage_min: float = 0.5
-    usage_max: float = 1.6
-    migration_base_s: float = 5.0  # checkpoint + restore fixed cost of moving one task
-    suspend_s: float = 4.0  # UniSched: suspension stays within ~4 s
-    resume_base_s: float = 10.0  # resumption grows with GPU count (UniSched, Fig. 8 discussion)
-    resume_per_gpu_s: float = 1.0
-    overload_recheck_s: float = 600.0  # an unchanged overload is offered again as a decision after this long
-    contention_step: float = 0.05  # slowdown factors are rounded up to this step (0 = exact)
-    gang_timeout_s: float = 1800.0  # a partially placed job releases its slots after this long
-    horizon_s: float = math.inf  # stop the simulation here (unfinished jobs are reported)
-    record_series: bool = True
-
-    def __post_init__(self) -> None:
-        if self.decide_on not in DECIDE_ON:
-            raise ValueError(f"SimConfig.decide_on must be one of {DECIDE_ON}, got {self.decide_on!r}")
-        if self.tick_s <= 0:
-            raise ValueError(f"SimConfig.tick_s must be > 0, got {self.tick_s}")
-        if not 0 < self.overload_threshold:
-            raise ValueError("SimConfig.overload_threshold must be > 0")
 
 
 class Controller(Protocol):

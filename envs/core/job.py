@@ -150,9 +150,6 @@ class Job:
             raise ValueError(f"unknown stop option {option!r}; known: {STOP_OPTIONS}")
         return max(1.0, min(float(spec.max_iterations), math.ceil(x * spec.max_iterations)))
 
-    def is_progressing(self, now: float) -> bool:
-        return self.state == JobState.ACTIVE and self.fully_placed and now >= self.paused_until
-
 
 def make_job(spec: JobSpec, model: ModelProfile, first_tid: int) -> Job:
     job = Job(spec=spec, model=model)

@@ -157,6 +157,8 @@ def _read_csv(path: Path, **kw) -> tuple[pd.DataFrame, np.ndarray]:
             i = int(np.flatnonzero(blank)[0])
             header = 0 if kw.get("header", "infer") is None else 1
             raise TraceError(path, "empty line / empty row", row=i + 1, line=i + 1 + header)
+    if len(df) == 0:
+        raise TraceError(path, "no data rows (the file holds only a header)")
     return df.reset_index(drop=True), np.arange(1, len(df) + 1)
 
 
