@@ -417,18 +417,23 @@ class Simulator:
         self._absorb(self.resources.detach(task))
 
     def _absorb(self, changes: Changes) -> None:
-        """Act on what a resource update changed: materialise the progress of jobs whose speed changed and
-        mark them for a new rate; count overloads that began and ask for a tick to react to them."""
-        if changes.jobs:
+        """Act on what a resource update changed (and empty the report): materialise the progress of jobs
+        whose speed changed and mark them for a new rate; count overloads that began and ask for a tick to
+        react to them."""
+        jobs = changes.jobs
+        if jobs:
             last = None
-            for job in changes.jobs:  # a job's tasks usually come together: touch each run once
+            for job in jobs:  # a job's tasks usually come together: touch each run once
                 if job is not last:
                     self._touch(job)
                     last = job
+            jobs.clear()
         if changes.began:
             self.metrics.on_overloads_began(len(changes.began))
             self._request_tick()
-        changes.clear()
+            changes.began.clear()
+        if changes.ended:
+            changes.ended.clear()
 
     def _touch(self, job: Job) -> None:
         """Materialise a job's progress up to now and mark its rate for recomputation."""

@@ -95,13 +95,6 @@ class Changes:
         self.began: list[int] = []
         self.ended: list[int] = []
 
-    def __bool__(self) -> bool:
-        return bool(self.jobs or self.began or self.ended)
-
-    def clear(self) -> None:
-        self.jobs.clear()
-        self.began.clear()
-        self.ended.clear()
 
 
 class Resources:
@@ -288,9 +281,10 @@ class Resources:
         job has many tasks on few servers)."""
         layout = self._layout.get(job) or self._usage_layout(job)
         df = factor - job.usage_factor
+        cpu_add, mem_add = self.cpu_use.add, self.mem_use.add
         for srv, cpu, mem in layout[0]:
-            self.cpu_use.add(srv, cpu * df)
-            self.mem_use.add(srv, mem * df)
+            cpu_add(srv, cpu * df)
+            mem_add(srv, mem * df)
         job.usage_factor = factor
         self._refresh(layout[1], layout[2])
         return self.changes
@@ -338,26 +332,27 @@ class Resources:
         {(server a, server b): MB per iteration}, the servers of those pairs); pair by pair, the float
         operations of in-place updates. Every server involved is judged again both ways: traffic that ends
         (the job finished, slowed down or moved) must also clear an overload it caused."""
-        net = self.net
+        net = self.net.values  # updated in place pair by pair, then published once per server
         changed: frozenset = frozenset()
         old_rate, old_cross, old_servers = old
         if old_rate > 0 and old_cross:
             for (a, b), mb in old_cross.items():
                 d = mb * old_rate
-                net.add(a, -d)
-                net.add(b, -d)
+                net[a] -= d
+                net[b] -= d
             changed = old_servers
         rate, cross, servers = new
         if rate > 0 and cross:
             for (a, b), mb in cross.items():
                 d = mb * rate
-                net.add(a, d)
-                net.add(b, d)
+                net[a] += d
+                net[b] += d
             changed = changed | servers if changed else servers
-        values = net.values
+        for s in changed:
+            if -1e-9 < net[s] < 1e-9:  # abs(v) < 1e-9: float residue of cancelled terms
+                net[s] = 0.0
+        self.net.publish(changed)
         for s in changed:  # the order does not matter: only the set of overloads that began or ended does
-            if -1e-9 < values[s] < 1e-9:  # abs(v) < 1e-9: float residue of cancelled terms
-                net.set(s, 0.0)
             self._judge_overload(s)
         return self.changes
 
@@ -374,8 +369,10 @@ class Resources:
         return [s for s, over in enumerate(self.overloaded.values) if over]
 
     def _judge_overload(self, s: int) -> None:
-        """Set server ``s``'s overload flag from its current use (MLFS: any resource above h_r)."""
-        over = any(self.overloaded_resources(s))
+        """Set server ``s``'s overload flag from its current use (MLFS: any resource above h_r):
+        ``any(self.overloaded_resources(s))``, spelled out because it runs at every change of use."""
+        over = (self.cpu_use.values[s] > self._cpu_limit[s] or self.mem_use.values[s] > self._mem_limit[s]
+                or self.net.values[s] > self._net_limit[s] or self._server_hot_gpus[s] > 0)
         if over == self.overloaded.values[s]:
             return
         (self.changes.began if over else self.changes.ended).append(s)
@@ -388,6 +385,7 @@ class Resources:
         c = self.cluster
         gpu_slow, step, h = c.gpu_slow, self.contention_step, self.h
         gpu_hot, server_hot, gpu_jobs, slowed = self._gpu_hot, self._server_hot_gpus, self._gpu_jobs, self.changes.jobs
+        set_load = self.gpu_load.set
         for g in gpus:
             on_gpu = gpu_jobs[g]
             if on_gpu is None:
@@ -400,7 +398,7 @@ class Resources:
                 load = 0.0
                 for job, util in on_gpu:
                     load += gpu_use(util, job.usage_factor)
-            self.gpu_load.set(g, load)
+            set_load(g, load)
             hot = gpu_overloaded(load, n_jobs, h)
             if hot != gpu_hot[g]:
                 gpu_hot[g] = hot

@@ -26,6 +26,12 @@ class Mirrored:
     def add(self, i: int, delta: float) -> None:
         self.array[i] = self.values[i] = self.values[i] + delta
 
+    def publish(self, indices) -> None:
+        """Copy ``values`` to ``array`` at ``indices``, after a batch of updates made to ``values`` in place."""
+        array, values = self.array, self.values
+        for i in indices:
+            array[i] = values[i]
+
 
 class ClusterState:
     """Capacities, nominal allocations (what admission control checks) and actual usage (what
