@@ -25,6 +25,7 @@ import numpy as np
 
 from clustergym.core import placement
 from clustergym.core.commands import Command, execute
+from clustergym.core.dag import link_volumes
 from clustergym.core.job import Job, Task, TaskState
 from clustergym.core.resources import fits
 from clustergym.core.view import ClusterView
@@ -229,24 +230,24 @@ class _DryRun:
 
 
 def comm_neighbours(task: Task) -> list[tuple[Task, float]]:
-    """DAG neighbours of a task and the MB exchanged with each per iteration: parent/child edges carry
-    ``comm_worker_mb``; worker<->PS ``2 comm_ps_mb``; an all-reduce ring links the replicas of a
-    partition (``2 (R-1)/R comm_ps_mb``)."""
+    """DAG neighbours of a task and the MB exchanged with each per iteration (volumes:
+    :func:`clustergym.core.dag.link_volumes`): parent/child edges; worker<->PS; an all-reduce ring links the
+    replicas of a partition."""
     job, spec = task.job, task.job.spec
+    worker_mb, ps_mb, ring_mb = link_volumes(spec)
     out: list[tuple[Task, float]] = []
     tasks = job.tasks
     if task.is_ps:
-        return [(t, 2.0 * spec.comm_ps_mb) for t in tasks if not t.is_ps]
+        return [(t, ps_mb) for t in tasks if not t.is_ps]
     for p in task.t.parents:
-        out.append((tasks[p], 2.0 * spec.comm_ps_mb if tasks[p].is_ps else spec.comm_worker_mb))
+        out.append((tasks[p], ps_mb if tasks[p].is_ps else worker_mb))
     for ch in task.t.children:
-        out.append((tasks[ch], spec.comm_worker_mb))
+        out.append((tasks[ch], worker_mb))
     if spec.sync == "ps":
         if not any(tasks[p].is_ps for p in task.t.parents):
-            out.append((tasks[0], 2.0 * spec.comm_ps_mb))
-    elif spec.n_replicas > 1:
-        vol = 2.0 * (spec.n_replicas - 1) / spec.n_replicas * spec.comm_ps_mb
-        out.extend((t, vol) for t in tasks if t is not task and t.t.partition == task.t.partition)
+            out.append((tasks[0], ps_mb))
+    elif ring_mb:
+        out.extend((t, ring_mb) for t in tasks if t is not task and t.t.partition == task.t.partition)
     return out
 
 
