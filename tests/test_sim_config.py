@@ -36,3 +36,12 @@ def test_limits_that_are_allowed():
     SimConfig(overload_threshold=1.0, cluster_overload_threshold=1.0, usage_change_mean_s=0.0, usage_sigma=0.0,
               contention_step=0.0, migration_base_s=0.0, suspend_s=0.0, resume_base_s=0.0, resume_per_gpu_s=0.0,
               overload_recheck_s=0.0, gang_timeout_s=math.inf, horizon_s=math.inf, tick_s=1)
+
+
+def test_every_numeric_field_is_checked():
+    from dataclasses import fields
+
+    from clustergym.core.config import _RANGES
+
+    checked = [n for names, _ in _RANGES for n in names]
+    assert sorted(checked) == sorted(f.name for f in fields(SimConfig) if f.type == "float")

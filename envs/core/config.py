@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 # which ticks are decision points: "actionable" (a ready task fits somewhere, or an overloaded server has tasks
 # to move), "placement" (a ready task fits: for policies that never migrate), "queue" (any task waits), "always"
@@ -47,31 +47,21 @@ class SimConfig:
             raise SimConfigError("decide_on", f"must be one of {DECIDE_ON}", self.decide_on)
         if not isinstance(self.record_series, bool):
             raise SimConfigError("record_series", "must be True or False", self.record_series)
-        for f in fields(self):
-            if f.name in _RANGES:
-                _check_number(f.name, getattr(self, f.name), *_RANGES[f.name])
+        for names, limits in _RANGES:
+            for name in names:
+                _check_number(name, getattr(self, name), *limits)
         if self.usage_max < self.usage_min:
             raise SimConfigError("usage_max", f"must be >= usage_min = {self.usage_min}", self.usage_max)
 
 
-# field -> (lowest value, whether the lowest value itself is excluded, highest value, infinity allowed)
-_RANGES: dict[str, tuple[float, bool, float, bool]] = {
-    "tick_s": (0.0, True, math.inf, False),
-    "overload_threshold": (0.0, True, 1.0, False),
-    "cluster_overload_threshold": (0.0, True, 1.0, False),
-    "usage_change_mean_s": (0.0, False, math.inf, False),
-    "usage_sigma": (0.0, False, math.inf, False),
-    "usage_min": (0.0, True, math.inf, False),
-    "usage_max": (0.0, True, math.inf, False),
-    "migration_base_s": (0.0, False, math.inf, False),
-    "suspend_s": (0.0, False, math.inf, False),
-    "resume_base_s": (0.0, False, math.inf, False),
-    "resume_per_gpu_s": (0.0, False, math.inf, False),
-    "overload_recheck_s": (0.0, False, math.inf, False),
-    "contention_step": (0.0, False, math.inf, False),
-    "gang_timeout_s": (0.0, True, math.inf, True),
-    "horizon_s": (0.0, True, math.inf, True),
-}
+# the numeric fields by range: (lowest value, lowest excluded, highest value, infinity allowed)
+_RANGES: tuple[tuple[tuple[str, ...], tuple[float, bool, float, bool]], ...] = (
+    (("tick_s", "usage_min", "usage_max"), (0.0, True, math.inf, False)),
+    (("overload_threshold", "cluster_overload_threshold"), (0.0, True, 1.0, False)),
+    (("usage_change_mean_s", "usage_sigma", "migration_base_s", "suspend_s", "resume_base_s", "resume_per_gpu_s",
+      "overload_recheck_s", "contention_step"), (0.0, False, math.inf, False)),
+    (("gang_timeout_s", "horizon_s"), (0.0, True, math.inf, True)),
+)
 
 
 def _check_number(name: str, v: object, lo: float, lo_open: bool, hi: float, inf_ok: bool) -> None:
