@@ -23,12 +23,13 @@ from typing import Callable, Iterable, Protocol
 
 import numpy as np
 
-from . import progress
 from .catalogue import ModelProfile
 from .config import SimConfig, SimConfigError  # noqa: F401  (re-exported: part of the engine API)
 from .hardware import ClusterSpec
 from .job import JOB_ACTIVE, TASK_RUNNING, TASK_WAITING, Job, JobState, Task, TaskState, make_job
 from .metrics import Metrics, job_records
+from .progress import (advance, cancel_completion, completion_time, on_attach, on_detach, refresh_rate,
+                       start as start_progress, stop as stop_progress)
 from .resources import Changes, Resources
 from .state import ClusterState
 from .workload import STOP_OPTIONS, JobSpec
@@ -67,7 +68,7 @@ class Simulator:
             if spec.job_id in self.job_by_id:
                 raise ValueError(f"duplicate job_id {spec.job_id}")
             job = make_job(spec, models(spec.model), len(self.tasks))
-            progress.start(job)
+            start_progress(job)
             self.jobs.append(job)
             self.job_by_id[spec.job_id] = job
             self.tasks.extend(job.tasks)
@@ -80,6 +81,7 @@ class Simulator:
         self.queue: dict[int, Task] = {}  # waiting tasks by tid, in queue-entry order
         self.active_jobs: dict[int, Job] = {}
         self.metrics = Metrics(self.cluster.n_servers)
+        self._on_bytes = self.metrics.add_cross_per_iter
         # per-server bandwidths for placement plans and migrations, as Python floats
         self._intra = self.cluster.intra_gbps.tolist()
         self._nic = self.cluster.nic_gbps.tolist()
@@ -342,27 +344,32 @@ class Simulator:
             self.now = t
 
     def _handle(self, kind: int, job: Job, token: int) -> None:
-        if kind == EV_ARRIVAL:
+        if kind == EV_USAGE:  # a running job's actual resource use changes (the most frequent event)
+            self._usage_pending.discard(job)
+            if job.state == JOB_ACTIVE and job.n_placed > 0:
+                changes = self.resources.change_usage(job, self._draw_usage_factor())
+                if changes.jobs or changes.began or changes.ended:
+                    self._absorb(changes)
+                self._schedule_usage(job)
+        elif kind == EV_COMPLETE:
+            if job.state == JOB_ACTIVE:
+                self._touch(job)
+                job.iters = max(job.iters, job.target_iters)  # absorb float shortfall of rate x time
+                self._finish(job, JobState.FINISHED)
+        elif kind == EV_RESUME:  # a checkpoint/restore pause ended: materialise progress, nothing else changes
+            if job.state == JOB_ACTIVE:
+                self._touch(job)
+        elif kind == EV_ARRIVAL:
             job.state = JOB_ACTIVE
             job.last_update = self.now
             self.active_jobs[job.jid] = job
             for t in job.tasks:
                 self._enqueue(t)
             self._request_tick()
-        elif kind == EV_COMPLETE:
-            if job.state == JOB_ACTIVE:
-                self._touch(job)
-                job.iters = max(job.iters, job.target_iters)  # absorb float shortfall of rate x time
-                self._finish(job, JobState.FINISHED)
         elif kind == EV_DEADLINE:
             if job.state == JOB_ACTIVE:
                 self._touch(job)
                 job.record.acc_at_deadline = job.accuracy()
-        elif kind == EV_RESUME:  # a checkpoint/restore pause ended: materialise progress, nothing else changes
-            if job.state == JOB_ACTIVE:
-                self._touch(job)
-        elif kind == EV_USAGE:
-            self._usage_changes(job)
         elif kind == EV_GANG:
             if job.state == JOB_ACTIVE and self._gang_token.get(job.jid) == token and 0 < job.n_placed < job.n_tasks:
                 self._release(job)
@@ -370,17 +377,13 @@ class Simulator:
                 self.metrics.on_gang_release()
                 self._request_tick()
 
-    def _usage_changes(self, job: Job) -> None:
-        """A running job's actual resource use changes: a new usage factor, log-normal around 1, clipped."""
-        self._usage_pending.discard(job)
-        if job.state == JOB_ACTIVE and job.n_placed > 0:
-            cfg = self.config
-            # == rng.normal(0.0, sigma) (numpy draws loc + scale * standard normal), without its argument checks
-            f = float(np.exp(cfg.usage_sigma * self.rng.standard_normal()))
-            f = f if f > cfg.usage_min else cfg.usage_min  # == min(usage_max, max(usage_min, f))
-            f = f if f < cfg.usage_max else cfg.usage_max
-            self._absorb(self.resources.change_usage(job, f))
-            self._schedule_usage(job)
+    def _draw_usage_factor(self) -> float:
+        """A job's new usage factor: log-normal around 1, clipped to [usage_min, usage_max]."""
+        cfg = self.config
+        # == rng.normal(0.0, sigma) (numpy draws loc + scale * standard normal), without its argument checks
+        f = float(np.exp(cfg.usage_sigma * self.rng.standard_normal()))
+        f = f if f > cfg.usage_min else cfg.usage_min  # == min(usage_max, max(usage_min, f))
+        return f if f < cfg.usage_max else cfg.usage_max
 
     def _schedule_usage(self, job: Job) -> None:
         mean = self.config.usage_change_mean_s
@@ -407,14 +410,18 @@ class Simulator:
         task.placed_at = self.now
         job = task.job
         job.n_placed += 1
-        progress.on_attach(task, server, gpu, self.cluster.gpu_type[gpu] if gpu >= 0 else None)
+        on_attach(task, server, gpu, self.cluster.gpu_type[gpu] if gpu >= 0 else None)
         self._schedule_usage(job)
-        self._absorb(self.resources.attach(task, server, gpu))
+        changes = self.resources.attach(task, server, gpu)
+        if changes.jobs or changes.began or changes.ended:
+            self._absorb(changes)
 
     def _detach(self, task: Task) -> None:
         task.job.n_placed -= 1
-        progress.on_detach(task)
-        self._absorb(self.resources.detach(task))
+        on_detach(task)
+        changes = self.resources.detach(task)
+        if changes.jobs or changes.began or changes.ended:
+            self._absorb(changes)
 
     def _absorb(self, changes: Changes) -> None:
         """Act on what a resource update changed (and empty the report): materialise the progress of jobs
@@ -438,7 +445,7 @@ class Simulator:
     def _touch(self, job: Job) -> None:
         """Materialise a job's progress up to now and mark its rate for recomputation."""
         if job.last_update < self.now:
-            progress.advance(job, self.now, self.metrics.add_cross_per_iter)
+            advance(job, self.now, self._on_bytes)
         self._dirty[job] = None
 
     def _flush(self) -> None:
@@ -450,19 +457,19 @@ class Simulator:
             del dirty[job]
             if job.state != JOB_ACTIVE:
                 continue
-            moved = progress.refresh_rate(job, self._intra, self._nic, c.server_slow, c.gpu_slow)
+            moved = refresh_rate(job, self._intra, self._nic, c.server_slow, c.gpu_slow)
             if moved is not None:
                 self._absorb(resources.move_traffic(*moved))
             if job.rate > 0 and job.n_placed == len(job.tasks):
                 if job.iters >= job.target_iters - 1e-9:
                     self._finish(job, JobState.FINISHED)
                     continue
-                when = progress.completion_time(job, self.now)
+                when = completion_time(job, self.now)
                 if when is not None:  # otherwise the pending completion event is still right
                     self._epoch[job] += 1
                     self._push(when, EV_COMPLETE, job, self._epoch[job])
             else:
-                progress.cancel_completion(job)
+                cancel_completion(job)
                 self._epoch[job] += 1
 
     def _finish(self, job: Job, state: JobState) -> None:
@@ -474,7 +481,7 @@ class Simulator:
                 self.queue.pop(t.tid, None)
                 t.waited += self.now - t.queued_since
             t.state = TaskState.DONE
-        self._absorb(self.resources.move_traffic(*progress.stop(job)))
+        self._absorb(self.resources.move_traffic(*stop_progress(job)))
         job.state = state
         job.record.end_time = self.now
         self._epoch[job] += 1

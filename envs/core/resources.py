@@ -385,7 +385,8 @@ class Resources:
         c = self.cluster
         gpu_slow, step, h = c.gpu_slow, self.contention_step, self.h
         gpu_hot, server_hot, gpu_jobs, slowed = self._gpu_hot, self._server_hot_gpus, self._gpu_jobs, self.changes.jobs
-        set_load = self.gpu_load.set
+        set_load, loads = self.gpu_load.set, self.gpu_load.values
+        use_of, overloaded, slowdown = gpu_use, gpu_overloaded, contention  # (locals: read per GPU)
         for g in gpus:
             on_gpu = gpu_jobs[g]
             if on_gpu is None:
@@ -393,17 +394,18 @@ class Resources:
             n_jobs = len(on_gpu)
             if n_jobs == 1:  # the common exclusive case
                 job, util = on_gpu[0]
-                load = gpu_use(util, job.usage_factor)
+                load = use_of(util, job.usage_factor)
             else:  # a job's tasks on one GPU count once, at their highest use (the same sum as a per-task scan)
                 load = 0.0
                 for job, util in on_gpu:
-                    load += gpu_use(util, job.usage_factor)
-            set_load(g, load)
-            hot = gpu_overloaded(load, n_jobs, h)
+                    load += use_of(util, job.usage_factor)
+            if load != loads[g]:
+                set_load(g, load)
+            hot = n_jobs > 1 and overloaded(load, n_jobs, h)  # (never with one job: skip the call)
             if hot != gpu_hot[g]:
                 gpu_hot[g] = hot
                 server_hot[self._gpu_server[g]] += 1 if hot else -1
-            slow = 1.0 if n_jobs == 1 else contention(load, step)
+            slow = 1.0 if n_jobs == 1 or load <= 1.0 else slowdown(load, step)
             if slow != gpu_slow[g]:
                 gpu_slow[g] = slow
                 slowed.extend([job for job, _ in on_gpu])

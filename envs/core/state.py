@@ -24,7 +24,8 @@ class Mirrored:
         self.array[i] = self.values[i] = v
 
     def add(self, i: int, delta: float) -> None:
-        self.array[i] = self.values[i] = self.values[i] + delta
+        values = self.values
+        self.array[i] = values[i] = values[i] + delta
 
     def publish(self, indices) -> None:
         """Copy ``values`` to ``array`` at ``indices``, after a batch of updates made to ``values`` in place."""
