@@ -345,12 +345,18 @@ class Simulator:
 
     def _handle(self, kind: int, job: Job, token: int) -> None:
         if kind == EV_USAGE:  # a running job's actual resource use changes (the most frequent event)
-            self._usage_pending.discard(job)
-            if job.state == JOB_ACTIVE and job.n_placed > 0:
-                changes = self.resources.change_usage(job, self._draw_usage_factor())
+            if job.state != JOB_ACTIVE or job.n_placed == 0:
+                self._usage_pending.discard(job)  # the next placement schedules its next change
+            else:
+                cfg = self.config  # a new factor: log-normal around 1, clipped to [usage_min, usage_max]
+                # == rng.normal(0.0, sigma) (numpy draws loc + scale * standard normal), without its argument checks
+                f = float(np.exp(cfg.usage_sigma * self.rng.standard_normal()))
+                f = f if f > cfg.usage_min else cfg.usage_min  # == min(usage_max, max(usage_min, f))
+                changes = self.resources.change_usage(job, f if f < cfg.usage_max else cfg.usage_max)
                 if changes.jobs or changes.began or changes.ended:
                     self._absorb(changes)
-                self._schedule_usage(job)
+                # the job's next change (it stays in _usage_pending: == rng.exponential(mean))
+                self._push(self.now + self.config.usage_change_mean_s * self.rng.standard_exponential(), EV_USAGE, job)
         elif kind == EV_COMPLETE:
             if job.state == JOB_ACTIVE:
                 self._touch(job)
@@ -376,14 +382,6 @@ class Simulator:
                 job.record.gang_releases += 1
                 self.metrics.on_gang_release()
                 self._request_tick()
-
-    def _draw_usage_factor(self) -> float:
-        """A job's new usage factor: log-normal around 1, clipped to [usage_min, usage_max]."""
-        cfg = self.config
-        # == rng.normal(0.0, sigma) (numpy draws loc + scale * standard normal), without its argument checks
-        f = float(np.exp(cfg.usage_sigma * self.rng.standard_normal()))
-        f = f if f > cfg.usage_min else cfg.usage_min  # == min(usage_max, max(usage_min, f))
-        return f if f < cfg.usage_max else cfg.usage_max
 
     def _schedule_usage(self, job: Job) -> None:
         mean = self.config.usage_change_mean_s
