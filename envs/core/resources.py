@@ -181,10 +181,9 @@ class Resources:
         own = task.gpu if moving else -1
         for i, cap in enumerate(c.gpu_mem_cap_list[a:b]):
             g = a + i
-            if fits(cap - used[i] + (need if own == g else 0.0), need):
-                load = loads[i] - (gpu_use(task.t.gpu_util, task.job.usage_factor) if own == g else 0.0)
-                if load < best_load - 1e-12:
-                    best, best_load = g, load
+            load = loads[i] - (gpu_use(task.t.gpu_util, task.job.usage_factor) if own == g else 0.0)
+            if load < best_load - 1e-12 and fits(cap - used[i] + (need if own == g else 0.0), need):
+                best, best_load = g, load
         return best
 
     def feasible_servers(self, task: Task, moving: bool = False) -> np.ndarray:
