@@ -280,10 +280,12 @@ class Resources:
         job has many tasks on few servers)."""
         layout = self._layout.get(job) or self._usage_layout(job)
         df = factor - job.usage_factor
-        cpu_add, mem_add = self.cpu_use.add, self.mem_use.add
+        cpu_use, mem_use = self.cpu_use.values, self.mem_use.values  # updated in place, then published
         for srv, cpu, mem in layout[0]:
-            cpu_add(srv, cpu * df)
-            mem_add(srv, mem * df)
+            cpu_use[srv] += cpu * df
+            mem_use[srv] += mem * df
+        self.cpu_use.publish(layout[1])
+        self.mem_use.publish(layout[1])
         job.usage_factor = factor
         self._refresh(layout[1], layout[2])
         return self.changes
@@ -384,7 +386,8 @@ class Resources:
         c = self.cluster
         gpu_slow, step, h = c.gpu_slow, self.contention_step, self.h
         gpu_hot, server_hot, gpu_jobs, slowed = self._gpu_hot, self._server_hot_gpus, self._gpu_jobs, self.changes.jobs
-        set_load, loads = self.gpu_load.set, self.gpu_load.values
+        loads = self.gpu_load.values  # updated in place, published after the loop
+        new_loads = []
         use_of, overloaded, slowdown = gpu_use, gpu_overloaded, contention  # (locals: read per GPU)
         for g in gpus:
             on_gpu = gpu_jobs[g]
@@ -399,7 +402,8 @@ class Resources:
                 for job, util in on_gpu:
                     load += use_of(util, job.usage_factor)
             if load != loads[g]:
-                set_load(g, load)
+                loads[g] = load
+                new_loads.append(g)
             hot = n_jobs > 1 and overloaded(load, n_jobs, h)  # (never with one job: skip the call)
             if hot != gpu_hot[g]:
                 gpu_hot[g] = hot
@@ -408,6 +412,8 @@ class Resources:
             if slow != gpu_slow[g]:
                 gpu_slow[g] = slow
                 slowed.extend([job for job, _ in on_gpu])
+        if new_loads:
+            self.gpu_load.publish(new_loads)
         cpu_use, mem_use, server_slow = self.cpu_use.values, self.mem_use.values, c.server_slow
         for s in servers:
             cu, mu = cpu_use[s], mem_use[s]

@@ -10,9 +10,11 @@ GPU_TYPE_ORDER: tuple[str, ...] = ("K80", "M60", "P100", "V100", "T4", "A100", "
 
 
 class Mirrored:
-    """A per-server or per-GPU quantity held twice and written only through here: ``array`` (numpy, what
-    observers read vectorised) and ``values`` (the same numbers as a Python list, what the engine reads one
-    element at a time: a list element costs several times less to read than a numpy one)."""
+    """A per-server or per-GPU quantity held twice: ``array`` (numpy, what observers read vectorised) and
+    ``values`` (the same numbers as a Python list, what the engine reads one element at a time: a list element
+    costs several times less to read than a numpy one). Written only by its owner
+    (:class:`~clustergym.core.resources.Resources`), through :meth:`set`/:meth:`add`, or as a batch of in-place
+    updates of ``values`` followed by :meth:`publish` of the entries touched."""
 
     __slots__ = ("array", "values")
 
