@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .hardware import ClusterSpec
+from .hardware import GPU_TYPES, ClusterSpec
 
-GPU_TYPE_ORDER: tuple[str, ...] = ("K80", "M60", "P100", "V100", "T4", "A100", "H100")
+GPU_TYPE_ORDER: tuple[str, ...] = tuple(GPU_TYPES)  # the observation's GPU-type one-hot order
 
 
 class Mirrored:
