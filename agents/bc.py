@@ -16,7 +16,9 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import torch as th
 
+from clustergym.core.view import ClusterView
 from clustergym.scenarios import make_env
+
 from .policies import actor_features, masked_logits
 
 
@@ -103,7 +105,7 @@ def _sync_expert(agent, env, expert_action: int, taken: int) -> None:
         pol._touched.discard(mine.tid)
     cmd = _command_of(env, taken)
     if cmd is not None:
-        pol.observe(env.unwrapped.sim, cmd)
+        pol.observe(ClusterView(env.unwrapped.sim), cmd)
 
 
 def collect_dagger(policy, expert: str, env_id: str, config: dict | None, seeds: Iterable[int],

@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from .base import Command, Policy, View
+from clustergym.core.view import ClusterView
+
+from .base import Candidates, Command, Policy
 
 
 class HeuristicAgent:
@@ -26,6 +28,7 @@ class HeuristicAgent:
         self.env = env
         self.max_preferences = max_preferences
         self._sim = None
+        self._view: ClusterView | None = None
         self.end_rounds = 0  # predict calls that ended the round (no allowed preference left)
 
     @property
@@ -39,7 +42,7 @@ class HeuristicAgent:
         m = np.asarray(action_masks, dtype=bool)
         return m.reshape(-1) if m.ndim > 1 and m.shape[0] == 1 else m
 
-    def view(self) -> View:
+    def view(self) -> Candidates:
         u = self.env.unwrapped
         place, migrate = [], []
         can_preempt = False
@@ -51,7 +54,7 @@ class HeuristicAgent:
                 continue
             (place if kind == "place" else migrate).append(t)
         servers = np.array(sorted({int(d) for d in u.destinations if int(d) >= 0}), dtype=np.int64)
-        return View(place, migrate, servers, can_preempt=can_preempt)
+        return Candidates(place, migrate, servers, can_preempt=can_preempt)
 
     def action_of(self, cmd: Command) -> int | None:
         u = self.env.unwrapped
@@ -72,20 +75,21 @@ class HeuristicAgent:
         mask = self._mask(action_masks)
         if sim is not self._sim:
             self._sim = sim
+            self._view = ClusterView(sim)
             self.policy.attach(sim)
         end = int(u.end_round_action)
         if self.policy.uniform_over_mask:
             valid = np.flatnonzero(mask)
             a = int(self.policy.rng.choice(valid)) if len(valid) else end
             return np.int64(a), None
-        self.policy.begin(sim)
-        view = self.view()
-        for i, cmd in enumerate(self.policy.preferences(sim, view)):
+        self.policy.begin(self._view)
+        cands = self.view()
+        for i, cmd in enumerate(self.policy.preferences(self._view, cands)):
             if i >= self.max_preferences:
                 break
             a = self.action_of(cmd)
             if a is not None and 0 <= a < len(mask) and mask[a]:
-                self.policy.observe(sim, cmd)
+                self.policy.observe(self._view, cmd)
                 return np.int64(a), None
         self.end_rounds += 1
         return np.int64(end), None

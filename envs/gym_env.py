@@ -12,9 +12,10 @@ from .config import OBJECTIVE_NAMES, EnvConfig
 from .core.engine import SimConfig, Simulator
 from . import kernels
 from .core.job import JobState
+from .core.resources import FIT_EPS
 from .observation import ObservationBuilder
 
-_EPS = 1e-9
+_EPS = FIT_EPS  # the admission rule's float allowance (clustergym.core.resources.fits)
 
 
 class InvalidAction(ValueError):

@@ -126,7 +126,7 @@ def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
     # never start and would hold the episode open to its horizon: leave it out, and say so in the info
     from .core.catalogue_data import get_model
     from .core.dag import build_tasks
-    from .core.engine import cluster_totals, gang_shortfall
+    from .core.resources import cluster_totals, gang_shortfall
 
     kept, dropped = [], []
     totals = cluster_totals(cluster)

@@ -19,7 +19,6 @@ LAYERS = (("clustergym.core", 0), ("clustergym.train", 4), ("clustergym.eval", 3
           ("clustergym.baselines", 2), ("clustergym", 1))
 # The cycle that the split of the engine (issue 14 item 1) removes; delete this entry when it is gone
 # (test_known_cycles_still_exist fails then).
-KNOWN_CYCLES = [{"clustergym.core.engine", "clustergym.core.metrics"}]
 
 
 def modules() -> dict[str, Path]:
@@ -112,13 +111,9 @@ def test_the_graph_sees_function_level_and_relative_imports():
 
 
 def test_no_module_imports_one_that_imports_it_back():
-    found = [c for c in cycles(import_graph()) if c not in KNOWN_CYCLES]
+    found = cycles(import_graph())
     assert not found, found
 
-
-def test_known_cycles_still_exist():
-    found = cycles(import_graph())
-    assert all(c in found for c in KNOWN_CYCLES), "a known cycle is gone: delete it from KNOWN_CYCLES"
 
 
 def test_layers_only_call_downward():
