@@ -1,19 +1,32 @@
 # clustergym: `make train` and `make test` set everything up on a fresh machine.
 PYTHON ?= python3
 VENV ?= .venv
+# the Ray RLlib extra pins other versions (gymnasium 1.2.2): it lives in a venv of its own
+RLLIB_VENV ?= .venv-rllib
 TORCH_VERSION ?= 2.13.0
 PY := $(VENV)/bin/python
-PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
+RLLIB_STAMP := $(RLLIB_VENV)/.installed
+# make tensorboard RUN=runs/<run>: one run's curves; without RUN, every run under runs/
+RUN ?= runs
+comma := ,
 
-.PHONY: setup test test-slow test-rllib train bench clean
+.PHONY: setup test test-slow test-rllib train tensorboard bench clean
+
+# $(call install,VENV,EXTRAS): a venv with the pinned CPU torch, then this package (editable) and its extras
+define install
+	test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
+	$(1)/bin/pip install --quiet torch==$(TORCH_VERSION)
+	$(1)/bin/pip install --quiet -e ".[$(2)]"
+	touch $(1)/.installed
+endef
 
 $(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
-	$(PIP) install --quiet torch==$(TORCH_VERSION)
-	$(PIP) install --quiet -e ".[dev]"
-	touch $(STAMP)
+	$(call install,$(VENV),dev)
+
+$(RLLIB_STAMP): pyproject.toml
+	$(call install,$(RLLIB_VENV),dev$(comma)rllib)
 
 setup: $(STAMP)
 
@@ -23,16 +36,17 @@ test: setup
 test-slow: setup
 	$(PY) -m pytest -q -m slow
 
-# Ray RLlib is an optional extra (it pins gymnasium 1.2.2, within our supported range)
-test-rllib: setup
-	$(PIP) install --quiet -e ".[dev,rllib]"
-	$(PY) -m pytest -q -m rllib
+test-rllib: $(RLLIB_STAMP)
+	$(RLLIB_VENV)/bin/python -m pytest -q -m rllib
 
 train: setup
 	$(PY) train/ppo.py $(ARGS)
+
+tensorboard: setup
+	$(VENV)/bin/tensorboard --logdir $(RUN)
 
 bench: setup
 	$(PY) eval/bench.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(RLLIB_VENV) runs .pytest_cache

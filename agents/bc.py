@@ -16,7 +16,8 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import torch as th
 
-from .evaluate import make_env
+from clustergym.scenarios import make_env
+
 from .policies import actor_features, masked_logits
 
 

@@ -1,4 +1,4 @@
-"""Save and load trained agents.
+"""Load trained agents (saved by SB3's ``model.save``, e.g. by train/ppo.py).
 
 .. warning:: SB3 ``.zip`` files contain pickled Python objects; loading one can run arbitrary code. Load only
    files you trust (your own runs).
@@ -54,12 +54,16 @@ def run_config(model_path: Path) -> dict | None:
     return None
 
 
-def load_agent(path: str | os.PathLike, env=None, device: str = "cpu", algo: str | None = None, warn: bool = True):
-    """Load a saved agent (MaskablePPO or PPO). See the module warning about pickles."""
+class AgentLoadError(RuntimeError):
+    """A model file that none of the algorithms tried can load (truncated, corrupt or not an SB3 zip)."""
+
+
+def load_agent(path: str | os.PathLike, env=None, device: str = "cpu", algo: str | None = None):
+    """Load a saved agent (MaskablePPO or PPO). Warns every time that the file can execute code: Python's
+    warning filter shows it once per calling line by default."""
     import clustergym.agents.policies  # noqa: F401  (custom policy classes must be importable)
 
-    if warn:
-        warnings.warn(PICKLE_WARNING, UserWarning, stacklevel=2)
+    warnings.warn(PICKLE_WARNING, UserWarning, stacklevel=2)
     p = resolve_model_path(path)
     if algo is None:
         cfg = run_config(p)
@@ -71,4 +75,4 @@ def load_agent(path: str | os.PathLike, env=None, device: str = "cpu", algo: str
             return _algo_class(a).load(str(p), env=env, device=device)
         except Exception as e:  # noqa: BLE001 - try the next algorithm
             err = e
-    raise RuntimeError(f"could not load {p}: {err}") from err
+    raise AgentLoadError(f"could not load {p} as {' or '.join(tries)}: {type(err).__name__}: {err}") from err

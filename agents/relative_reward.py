@@ -24,7 +24,7 @@ potential-based, so the optimum can move slightly; the evaluation always uses th
 The twin costs one heuristic episode per training episode (MLF-H: a median 0.03 s per 50-job window on the
 2-core development machine). Both figures from::
 
-    .venv/bin/python -c "from clustergym.agents.evaluate import evaluate; import numpy as np;
+    .venv/bin/python -c "from clustergym.eval.rollout import evaluate; import numpy as np;
     r = evaluate('mlf-h', 'clustergym/GPUCluster-v0', {}, range(100, 120));
     x = [e['episode_return'] for e in r]; print(min(x), max(x), np.median([e['wall_s'] for e in r]))"
 """

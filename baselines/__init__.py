@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-from .base import Command, Policy, View, run
+from .base import Candidates, Command, Policy, run
 from .fair import Fair
 from .gandiva import Gandiva
 from .gavel import Gavel
@@ -40,4 +40,4 @@ def make(name: str, env=None, **params):
     return HeuristicAgent(policy, env)
 
 
-__all__ = ["Command", "Policy", "View", "run", "make", "available", "REGISTRY", "MLFC"]
+__all__ = ["Candidates", "Command", "Policy", "run", "make", "available", "REGISTRY", "MLFC"]

@@ -1,10 +1,11 @@
 """The env-facing adapter: a heuristic with Stable-Baselines3's ``predict`` signature.
 
-``HeuristicAgent(policy, env).predict(obs, action_masks=mask)`` reads ``env.unwrapped.sim`` (the
-Simulator, for the policy's scores) and ``env.unwrapped.window`` (:class:`clustergym.window.Window`: the
-task rows, their kinds and the destination columns). The policy sees only the window's tasks and the
-destination columns, so heuristics and agents choose among the same candidates. Its preferences are mapped to
-actions by ``window.action(cmd)``; the first one the action mask allows is returned, else "end round".
+``HeuristicAgent(policy, env).predict(obs, action_masks=mask)`` reads ``env.unwrapped.sim`` through a
+read-only :class:`~clustergym.core.view.ClusterView` (for the policy's scores) and ``env.unwrapped.window``
+(:class:`clustergym.window.Window`: the task rows, their kinds and the destination columns). The policy's
+candidates are the window's tasks and destination columns, so heuristics and agents choose among the same
+candidates. Its preferences are mapped to actions by ``window.action(cmd)``; the first one the action mask
+allows is returned, else "end round".
 
 Within a round a policy does not move a task twice. The adapter tells the policy which command was taken at
 the next ``predict``: by default the one it returned; :meth:`HeuristicAgent.record_taken` replaces it when the
@@ -19,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from clustergym.core.view import ClusterView
 from clustergym.window import action_index
 
-from .base import Command, Policy, View
+from .base import Candidates, Command, Policy
 
 
 class HeuristicAgent:
@@ -30,6 +32,7 @@ class HeuristicAgent:
         self.env = env
         self.max_preferences = max_preferences
         self._sim = None
+        self._view: ClusterView | None = None
         self._taken: Command | None = None  # the command of the last action, told to the policy at the next predict
         self.end_rounds = 0  # predict calls that ended the round (no allowed preference left)
 
@@ -44,7 +47,7 @@ class HeuristicAgent:
         m = np.asarray(action_masks, dtype=bool)
         return m.reshape(-1) if m.ndim > 1 and m.shape[0] == 1 else m
 
-    def view(self) -> View:
+    def view(self) -> Candidates:
         w = self.env.unwrapped.window
         place, migrate = [], []
         can_preempt = False
@@ -56,7 +59,7 @@ class HeuristicAgent:
                 continue
             (place if kind == "place" else migrate).append(t)
         servers = np.array(sorted({int(d) for d in w.destinations if int(d) >= 0}), dtype=np.int64)
-        return View(place, migrate, servers, can_preempt=can_preempt)
+        return Candidates(place, migrate, servers, can_preempt=can_preempt)
 
     def record_taken(self, action: int) -> None:
         """The env is about to be stepped with ``action`` (an action of the current window), which may differ
@@ -74,19 +77,20 @@ class HeuristicAgent:
         mask = self._mask(action_masks)
         if sim is not self._sim:
             self._sim = sim
+            self._view = ClusterView(sim)
             self._taken = None
             self.policy.attach(sim)
         elif self._taken is not None:
-            self.policy.observe(sim, self._taken)
+            self.policy.observe(self._view, self._taken)
         self._taken = None
         end = int(u.end_round_action)
         if self.policy.uniform_over_mask:
             valid = np.flatnonzero(mask)
             a = int(self.policy.rng.choice(valid)) if len(valid) else end
             return np.int64(a), None
-        self.policy.begin(sim)
+        self.policy.begin(self._view)
         w = u.window
-        for i, cmd in enumerate(self.policy.preferences(sim, self.view())):
+        for i, cmd in enumerate(self.policy.preferences(self._view, self.view())):
             if i >= self.max_preferences:
                 break
             a = w.action(cmd)

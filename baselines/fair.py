@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from clustergym.core.job import Job
+from clustergym.core.view import ClusterView
 
-from .base import Command, Policy, View, sim_cache, spread_order
+from .base import Candidates, Command, Policy, spread_order
 
 
 @dataclass
@@ -22,15 +23,14 @@ class Fair(Policy):
     name = "fair"
     source = "DRF (Ghodsi et al., NSDI'11); Borg (Verma et al., EuroSys'15); MLFS 'TensorFlow' baseline"
 
-    def dominant_share(self, sim, job: Job) -> float:
-        cache = sim_cache(sim)
-        if "totals" not in cache:
-            c = sim.cluster
-            cache["totals"] = (float(c.n_gpus), float(c.cpu_cap.sum()), float(c.mem_cap.sum()))
-        g, cpu, mem = cache["totals"]
+    def new_episode(self, view: ClusterView) -> None:
+        self._totals = (float(view.n_gpus), float(view.cpu_cap.sum()), float(view.mem_cap.sum()))
+
+    def dominant_share(self, job: Job) -> float:
+        g, cpu, mem = self._totals
         return max(job.spec.n_gpus / g, sum(t.t.cpu_cores for t in job.tasks) / cpu,
                    sum(t.t.memory_gb for t in job.tasks) / mem)
 
-    def preferences(self, sim, view: View) -> Iterator[Command]:
-        return self.job_first(sim, view, lambda j: (self.dominant_share(sim, j), j.spec.submit_time), "exclusive",
+    def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        return self.job_first(view, cands, lambda j: (self.dominant_share(j), j.spec.submit_time), "exclusive",
                               spread_order, True)

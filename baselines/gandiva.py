@@ -18,8 +18,10 @@ from typing import Iterator
 import numpy as np
 
 from clustergym.core.job import TaskState
+from clustergym.core.resources import fits
+from clustergym.core.view import ClusterView
 
-from .base import Command, Policy, View, job_servers, restrict, server_mask, task_gpu_use
+from .base import Candidates, Command, Policy, job_servers, restrict, server_mask
 
 
 @dataclass
@@ -29,43 +31,44 @@ class Gandiva(Policy):
     max_gpu_load: float = 1.0
     migrate: bool = True
 
-    def affinity_order(self, sim, task, mask: np.ndarray) -> list[int]:
-        c = sim.cluster
+    def affinity_order(self, view: ClusterView, task, mask: np.ndarray) -> list[int]:
         idx = np.flatnonzero(mask)
         if len(idx) == 0:
             return []
         mine = job_servers(task.job)
         n = task.job.spec.n_gpus
-        idle = np.logical_or.reduceat((c.gpu_n_tasks == 0) & (c.gpu_mem_cap - c.gpu_mem_used + 1e-9 >= task.t.gpu_memory_gb),
-                                      c.server_first_gpu)
+        room = fits(view.gpu_mem_cap - view.gpu_mem_used, task.t.gpu_memory_gb)
+        idle = np.logical_or.reduceat((view.gpu_n_tasks == 0) & room, view.server_first_gpu)
 
         def affinity(s: int) -> int:
-            sizes = {t.job.spec.n_gpus for t in c.server_tasks[s]}
+            sizes = {t.job.spec.n_gpus for t in view.running_tasks(s)}
             return 0 if n in sizes else (1 if not sizes else 2)
 
         return sorted(idx.tolist(), key=lambda s: (s not in mine, not idle[s] and not task.is_ps, affinity(s), s))
 
-    def preferences(self, sim, view: View) -> Iterator[Command]:
-        if self.migrate and view.migrate:
-            yield from self._migrations(sim, view)
-        yield from self.job_first(sim, view, lambda j: j.spec.submit_time, "share",
-                                  lambda s, t, m: self.affinity_order(s, t, restrict(server_mask(s, t, "share", self.max_gpu_load), view.servers)),
-                                  True)
+    def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        if self.migrate and cands.migrate:
+            yield from self._migrations(view, cands)
 
-    def _migrations(self, sim, view: View) -> Iterator[Command]:
-        c, h = sim.cluster, sim.config.overload_threshold
+        def order(v: ClusterView, t, mask: np.ndarray) -> list[int]:
+            return self.affinity_order(v, t, restrict(server_mask(v, t, "share", self.max_gpu_load), cands.servers))
+
+        yield from self.job_first(view, cands, lambda j: j.spec.submit_time, "share", order, True)
+
+    def _migrations(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        load, h = view.gpu_load, view.overload_threshold
         hot: dict[int, list] = {}
-        for t in view.migrate:
-            if t.state == TaskState.RUNNING and t.gpu >= 0 and c.gpu_load[t.gpu] > h and t.tid not in self._touched:
+        for t in cands.migrate:
+            if t.state == TaskState.RUNNING and t.gpu >= 0 and load[t.gpu] > h and t.tid not in self._touched:
                 hot.setdefault(t.gpu, []).append(t)
-        for g in sorted(hot, key=lambda g: -c.gpu_load[g]):
-            task = min(hot[g], key=lambda t: (task_gpu_use(t), t.tid))
-            use = task_gpu_use(task)
-            mask = restrict(server_mask(sim, task, "fit", moving=True), view.servers)
+        for g in sorted(hot, key=lambda g: -load[g]):
+            task = min(hot[g], key=lambda t: (view.gpu_use(t), t.tid))
+            use = view.gpu_use(task)
+            mask = restrict(server_mask(view, task, "fit", moving=True), cands.servers)
             mask[task.server] = False
-            ok_gpu = (c.gpu_mem_cap - c.gpu_mem_used + 1e-9 >= task.t.gpu_memory_gb) & mask[c.gpu_server]
-            for dest_g in np.argsort(c.gpu_load + np.where(ok_gpu, 0.0, np.inf), kind="stable"):
-                if not ok_gpu[dest_g] or c.gpu_load[dest_g] + use >= c.gpu_load[g]:
+            ok_gpu = fits(view.gpu_mem_cap - view.gpu_mem_used, task.t.gpu_memory_gb) & mask[view.gpu_server]
+            for dest_g in np.argsort(load + np.where(ok_gpu, 0.0, np.inf), kind="stable"):
+                if not ok_gpu[dest_g] or load[dest_g] + use >= load[g]:
                     break
-                yield Command("migrate", task.tid, int(c.gpu_server[dest_g]))
+                yield Command("migrate", task.tid, int(view.gpu_server[dest_g]))
                 break

@@ -30,6 +30,9 @@ an equal share on the job's fastest type.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Iterator
@@ -37,15 +40,35 @@ from typing import Iterator
 import numpy as np
 
 from clustergym.core.job import Job
+from clustergym.core.view import ClusterView
 
-from .base import Command, Policy, View, current_iters, job_servers, running_time, sim_cache
+from .base import Candidates, Command, Policy, job_servers
+
+
+@contextlib.contextmanager
+def _solver_output(shown: bool) -> Iterator[None]:
+    """HiGHS prints its banner from C when a process makes its first solver, whatever pulp's ``msg``; unless
+    ``shown``, the process's stdout goes to /dev/null for the solve (Python's buffered output flushed first)."""
+    if shown:
+        yield
+        return
+    sys.stdout.flush()
+    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(null)
 
 
 def solve_max_min(tput: np.ndarray, scale: np.ndarray, counts: np.ndarray, objective: str = "max-min",
-                  time_limit_s: float = 1.0, remaining: np.ndarray | None = None) -> tuple[np.ndarray, str]:
+                  time_limit_s: float = 1.0, remaining: np.ndarray | None = None,
+                  verbose: bool = False) -> tuple[np.ndarray, str]:
     """Solve Gavel's LP. ``tput``: (J, K) throughputs; ``scale``: (J,) GPUs per job; ``counts``: (K,)
-    GPUs per type; ``remaining``: (J,) remaining iterations (``objective="makespan"`` only). Returns
-    (X, pulp solution status)."""
+    GPUs per type; ``remaining``: (J,) remaining iterations (``objective="makespan"`` only); ``verbose``:
+    the solver's log on stdout. Returns (X, pulp solution status)."""
     import pulp
 
     if objective == "makespan":
@@ -76,7 +99,8 @@ def solve_max_min(tput: np.ndarray, scale: np.ndarray, counts: np.ndarray, objec
         prob += pulp.lpSum(x[j, k] for k in range(K)) <= 1
     for k in range(K):
         prob += pulp.lpSum(float(scale[j]) * x[j, k] for j in range(J)) <= float(counts[k])
-    prob.solve(pulp.HiGHS(msg=False, timeLimit=time_limit_s, threads=1))
+    with _solver_output(verbose):
+        prob.solve(pulp.HiGHS(msg=verbose, timeLimit=time_limit_s, threads=1))
     status = pulp.LpSolution[prob.sol_status]
     X = np.array([[x[j, k].value() or 0.0 for k in range(K)] for j in range(J)])
     return np.clip(X, 0.0, 1.0), status
@@ -89,6 +113,7 @@ class Gavel(Policy):
     objective: str = "max-min"  # or "throughput", "makespan"
     time_limit_s: float = 1.0
     max_jobs: int = 200
+    verbose: bool = False  # the LP solver's log (HiGHS's banner and progress) on stdout
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -100,30 +125,29 @@ class Gavel(Policy):
         self.solve_seconds = 0.0
         self.last_status = ""
 
-    def _types(self, sim):
-        cache = sim_cache(sim)
-        if "gavel_types" not in cache:
-            types = sorted(set(sim.cluster.gpu_type))
-            counts = np.array([sim.cluster.gpu_type.count(t) for t in types], dtype=float)
-            cache["gavel_types"] = (types, counts)
-        return cache["gavel_types"]
+    def new_episode(self, view: ClusterView) -> None:
+        per_type = view.gpu_type_counts
+        self._types = list(per_type)
+        self._counts = np.array(list(per_type.values()), dtype=float)
+        self._key = None
 
-    def allocation(self, sim) -> dict[int, np.ndarray]:
-        jobs = sorted(sim.active_jobs.values(), key=lambda j: (j.spec.submit_time, j.jid))[: self.max_jobs]
-        key = (id(sim), tuple(j.jid for j in jobs))
+    def allocation(self, view: ClusterView) -> dict[int, np.ndarray]:
+        jobs = sorted(view.active_jobs(), key=lambda j: (j.spec.submit_time, j.jid))[: self.max_jobs]
+        key = tuple(j.jid for j in jobs)
         if key == self._key:
             return self._alloc
-        types, counts = self._types(sim)
+        types, counts = self._types, self._counts
         if not jobs:
             self._key, self._alloc = key, {}
             return self._alloc
         tput = np.array([[1.0 / j.model.iter_time(t) for t in types] for j in jobs])
         scale = np.array([j.spec.n_gpus for j in jobs], dtype=float)
-        remaining = (np.array([max(0.0, j.target_iters - current_iters(sim, j)) for j in jobs])
+        remaining = (np.array([view.remaining_iters(j) for j in jobs])
                      if self.objective == "makespan" else None)
         t0 = time.perf_counter()
         try:
-            X, status = solve_max_min(tput, scale, counts, self.objective, self.time_limit_s, remaining)
+            X, status = solve_max_min(tput, scale, counts, self.objective, self.time_limit_s, remaining,
+                                      self.verbose)
         except Exception as exc:  # solver failure: fall back to the fastest type
             X, status = np.zeros_like(tput), f"error: {exc}"
         self.solve_seconds += time.perf_counter() - t0
@@ -136,25 +160,23 @@ class Gavel(Policy):
         self._alloc = {j.jid: X[i] for i, j in enumerate(jobs)}
         return self._alloc
 
-    def deficit(self, sim, job: Job, alloc) -> float:
+    def deficit(self, view: ClusterView, job: Job, alloc) -> float:
         x = alloc.get(job.jid)
         share = float(x.sum()) if x is not None else 0.0
-        in_system = max(1e-9, sim.now - job.spec.submit_time)
-        return share - running_time(sim, job) / in_system
+        in_system = max(1e-9, view.now - job.spec.submit_time)
+        return share - view.running_time(job) / in_system
 
-    def type_order(self, sim, task, mask: np.ndarray, alloc) -> list[int]:
-        types, _ = self._types(sim)
+    def type_order(self, view: ClusterView, task, mask: np.ndarray, alloc) -> list[int]:
         x = alloc.get(task.job.jid)
-        rank = {t: (-(x[i] if x is not None else 0.0), task.job.model.iter_time(t)) for i, t in enumerate(types)}
-        c = sim.cluster
-        idle = np.add.reduceat((c.gpu_n_tasks == 0).astype(np.int64), c.server_first_gpu)
+        rank = {t: (-(x[i] if x is not None else 0.0), task.job.model.iter_time(t)) for i, t in enumerate(self._types)}
+        idle, types = view.idle_gpus, view.server_gpu_type
         mine = job_servers(task.job)
         idx = np.flatnonzero(mask).tolist()
-        return sorted(idx, key=lambda s: (rank[c.server_gpu_type[s]], s not in mine, int(idle[s]), s))
+        return sorted(idx, key=lambda s: (rank[types[s]], s not in mine, int(idle[s]), s))
 
-    def preferences(self, sim, view: View) -> Iterator[Command]:
-        if not view.place:
+    def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        if not cands.place:
             return iter(())
-        alloc = self.allocation(sim)
-        return self.job_first(sim, view, lambda j: -self.deficit(sim, j, alloc), "exclusive",
-                              lambda s, t, m: self.type_order(s, t, m, alloc), True)
+        alloc = self.allocation(view)
+        return self.job_first(view, cands, lambda j: -self.deficit(view, j, alloc), "exclusive",
+                              lambda v, t, m: self.type_order(v, t, m, alloc), True)

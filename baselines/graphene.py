@@ -22,8 +22,9 @@ from typing import Iterator
 import numpy as np
 
 from clustergym.core.job import Job
+from clustergym.core.view import ClusterView
 
-from .base import Command, Policy, View, remaining_time, sim_cache
+from .base import Candidates, Command, Policy
 
 
 def descendant_scores(job: Job, gamma: float) -> list[float]:
@@ -42,32 +43,29 @@ class Graphene(Policy):
     trouble_share: float = 0.5
     long_s: float = 4 * 3600.0
 
-    def _median_caps(self, sim):
-        cache = sim_cache(sim)
-        if "median_caps" not in cache:
-            c = sim.cluster
-            cache["median_caps"] = (float(np.median(c.gpu_mem_cap)), float(np.median(c.cpu_cap)), float(np.median(c.mem_cap)))
-        return cache["median_caps"]
+    def new_episode(self, view: ClusterView) -> None:
+        self._median_caps = (float(np.median(view.gpu_mem_cap)), float(np.median(view.cpu_cap)),
+                             float(np.median(view.mem_cap)))
 
-    def troublesome(self, sim, job: Job) -> bool:
-        g, cpu, mem = self._median_caps(sim)
+    def troublesome(self, view: ClusterView, job: Job) -> bool:
+        g, cpu, mem = self._median_caps
         share = max(max(t.t.gpu_memory_gb / g, t.t.cpu_cores / cpu, t.t.memory_gb / mem) for t in job.tasks)
-        return share >= self.trouble_share or remaining_time(sim, job) >= self.long_s
+        return share >= self.trouble_share or view.remaining_time(job) >= self.long_s
 
-    def key(self, sim, job: Job):
-        return (not self.troublesome(sim, job), -max(descendant_scores(job, self.gamma)), job.spec.submit_time)
+    def key(self, view: ClusterView, job: Job):
+        return (not self.troublesome(view, job), -max(descendant_scores(job, self.gamma)), job.spec.submit_time)
 
-    def tetris_order(self, sim, task, mask: np.ndarray) -> list[int]:
-        c = sim.cluster
+    def tetris_order(self, view: ClusterView, task, mask: np.ndarray) -> list[int]:
         idx = np.flatnonzero(mask)
         if len(idx) == 0:
             return []
-        idle = np.add.reduceat((c.gpu_n_tasks == 0).astype(float), c.server_first_gpu) / c.server_n_gpus
-        free = np.stack([idle, (c.cpu_cap - c.cpu_alloc) / c.cpu_cap, (c.mem_cap - c.mem_alloc) / c.mem_cap], axis=1)
+        idle = view.idle_gpus / view.server_n_gpus
+        free = np.stack([idle, (view.cpu_cap - view.cpu_alloc) / view.cpu_cap,
+                         (view.mem_cap - view.mem_alloc) / view.mem_cap], axis=1)
         dem = np.array([0.0 if task.is_ps else 1.0, task.t.cpu_cores, task.t.memory_gb])
-        dem = dem / np.array([1.0, np.median(c.cpu_cap), np.median(c.mem_cap)])
+        dem = dem / np.array([1.0, np.median(view.cpu_cap), np.median(view.mem_cap)])
         score = free[idx] @ dem
         return [int(idx[i]) for i in np.lexsort((idx, -score))]
 
-    def preferences(self, sim, view: View) -> Iterator[Command]:
-        return self.job_first(sim, view, lambda j: self.key(sim, j), "exclusive", self.tetris_order, True)
+    def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        return self.job_first(view, cands, lambda j: self.key(view, j), "exclusive", self.tetris_order, True)

@@ -24,8 +24,9 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from clustergym.core.job import Job
+from clustergym.core.view import ClusterView
 
-from .base import Command, Policy, View, current_iters, job_servers, ref_iter_time
+from .base import Candidates, Command, Policy, job_servers
 
 
 def eft_split(n_tasks: int, task_times: Sequence[float]) -> tuple[list[int], float]:
@@ -81,21 +82,21 @@ class HLAS(Policy):
     source = "Hare/HLAS (Chen, Li, Wu, Guo, IEEE TCC 2024) §IV, Algorithms 1-3"
     thresholds: tuple[float, ...] = (600.0, 3600.0, 21600.0)  # seconds of average-GPU time; K = 4
 
-    def service(self, sim, job: Job) -> float:
-        return current_iters(sim, job) * ref_iter_time(sim, job)
+    def service(self, view: ClusterView, job: Job) -> float:
+        return view.iters(job) * view.ref_iter_time(job)
 
-    def key(self, sim, job: Job):
-        return hlas_order_key(self.service(sim, job), 0, self.thresholds)[0], job.spec.submit_time
+    def key(self, view: ClusterView, job: Job):
+        return hlas_order_key(self.service(view, job), 0, self.thresholds)[0], job.spec.submit_time
 
-    def eft_order(self, sim, task, mask: np.ndarray) -> list[int]:
+    def eft_order(self, view: ClusterView, task, mask: np.ndarray) -> list[int]:
         """Servers by the finish time of one more task of this job on their best idle GPU (the job's
         iteration time on the server's GPU type x (1 + this job's tasks already on that GPU, 0 with
         exclusive GPUs)), then consolidation, then index."""
         idx = np.flatnonzero(mask)
         model = task.job.model
-        types = sim.cluster.server_gpu_type
+        types = view.server_gpu_type
         mine = job_servers(task.job)
         return sorted(idx.tolist(), key=lambda s: (model.iter_time(types[s]), s not in mine, s))
 
-    def preferences(self, sim, view: View) -> Iterator[Command]:
-        return self.job_first(sim, view, lambda j: self.key(sim, j), "exclusive", self.eft_order, True)
+    def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        return self.job_first(view, cands, lambda j: self.key(view, j), "exclusive", self.eft_order, True)

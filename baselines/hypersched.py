@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from clustergym.core.job import Job
+from clustergym.core.view import ClusterView
 
-from .base import Command, Policy, View, current_iters, pack_order, ref_iter_time
+from .base import Candidates, Command, Policy, pack_order
 
 
 @dataclass
@@ -27,10 +28,10 @@ class HyperSched(Policy):
     name = "hypersched"
     source = "HyperSched (Liaw et al., SoCC'19); MLFS §4.1 comparison method"
 
-    def key(self, sim, job: Job):
-        it = current_iters(sim, job)
-        T = ref_iter_time(sim, job)
-        left = job.spec.deadline - sim.now
+    def key(self, view: ClusterView, job: Job):
+        it = view.iters(job)
+        T = view.ref_iter_time(job)
+        left = job.spec.deadline - view.now
         reach = min(job.target_iters, it + max(0.0, left) / T)
         m = job.spec.max_iterations
         gain = job.model.curve.accuracy_at(reach / m) - job.model.curve.accuracy_at(it / m)
@@ -38,5 +39,5 @@ class HyperSched(Policy):
         cls = 0 if can_finish else (1 if gain > 0 else 2)
         return (cls, -gain / job.spec.n_gpus, job.spec.deadline)
 
-    def preferences(self, sim, view: View) -> Iterator[Command]:
-        return self.job_first(sim, view, lambda j: self.key(sim, j), "exclusive", pack_order, True)
+    def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        return self.job_first(view, cands, lambda j: self.key(view, j), "exclusive", pack_order, True)

@@ -33,17 +33,19 @@ queue; ordering them first is our simplification).
 """
 from __future__ import annotations
 
-from clustergym.core.loadcontrol import LoadControl
-
 import math
 from dataclasses import dataclass
-from typing import Iterator
-
+from typing import TYPE_CHECKING, Iterator
 
 from clustergym.core.job import Job, Task, TaskState
+from clustergym.core.loadcontrol import LoadControl
+from clustergym.core.view import ClusterView
 
-from .base import (Command, comm_to_servers, current_iters, job_fits, sim_cache, effective_overload, hot_gpus, Policy, View, ideal_host_order, ideal_task_choice, overloaded_resources, ref_iter_time, remaining_time,
-                   restrict, server_mask, server_util_matrix, waiting_time)
+if TYPE_CHECKING:
+    from clustergym.core.engine import Simulator
+
+from .base import (Candidates, Command, Policy, comm_to_servers, ideal_host_order, ideal_task_choice, job_fits,
+                   restrict, server_mask)
 
 
 def loss_ratio(job: Job, iters: float | None = None) -> tuple[int, float]:
@@ -70,7 +72,7 @@ class MLFH(Policy):
     gamma_d: float = 0.3
     gamma_r: float = 0.3
     gamma_w: float = 0.35
-    h_r: float = 0.9
+    h_r: float | None = None  # overload threshold; None: the simulator's (SimConfig.overload_threshold, 0.9)
     p_s: float = 0.10
     use_urgency: bool = True  # ablation: L_J = 1 for every job
     use_deadline: bool = True  # ablation: drop the gamma_d term
@@ -80,17 +82,17 @@ class MLFH(Policy):
     migration_cooldown_s: float = 600.0  # a task placed/moved less than this ago is not moved (anti-thrash)
 
     # ------------------------------------------------------------------ priority
-    def job_priorities(self, sim, job: Job) -> list[float]:
+    def job_priorities(self, view: ClusterView, job: Job) -> list[float]:
         """P_k (Eq. 6) for every task of ``job`` (index = task index in the job); PS = +inf."""
         spec = job.spec
-        I, ratio = loss_ratio(job, current_iters(sim, job))
+        I, ratio = loss_ratio(job, view.iters(job))
         L = float(spec.urgency) if self.use_urgency else 1.0
         base_ml = L * (1.0 / I) * ratio
         unit = self.time_unit_s
-        T = ref_iter_time(sim, job)
+        T = view.ref_iter_time(job)
         tasks = job.tasks
         n_layers = max((t.t.depth for t in tasks if not t.is_ps), default=0) + 1
-        r = max(remaining_time(sim, job), self.min_time_s) / unit
+        r = max(view.remaining_time(job), self.min_time_s) / unit
         n = len(tasks)
         pml = [0.0] * n
         pc = [0.0] * n
@@ -99,10 +101,10 @@ class MLFH(Policy):
             if t.is_ps:
                 continue
             p_ml = base_ml * t.t.share
-            p_c = self.gamma_r / r + self.gamma_w * waiting_time(sim, t) / unit
+            p_c = self.gamma_r / r + self.gamma_w * view.waiting_time(t) / unit
             if self.use_deadline:
                 d_k = spec.deadline - t.t.depth / n_layers * T
-                slack = d_k - sim.now
+                slack = d_k - view.now
                 if abs(slack) < self.min_time_s:
                     slack = math.copysign(self.min_time_s, slack if slack != 0 else 1.0)
                 p_c += self.gamma_d / (slack / unit)
@@ -113,110 +115,115 @@ class MLFH(Policy):
             pml[k], pc[k] = p_ml, p_c
         return [math.inf if tasks[k].is_ps else self.alpha * pml[k] + (1 - self.alpha) * pc[k] for k in range(n)]
 
-    def priority(self, sim, task: Task) -> float:
-        return self.job_priorities(sim, task.job)[task.t.index]
+    def priority(self, view: ClusterView, task: Task) -> float:
+        return self.job_priorities(view, task.job)[task.t.index]
 
-    def _prio_map(self, sim, tasks) -> dict[int, float]:
+    def _prio_map(self, view: ClusterView, tasks) -> dict[int, float]:
         out: dict[int, float] = {}
         seen: dict[int, list[float]] = {}
         for t in tasks:
             p = seen.get(t.job.jid)
             if p is None:
-                p = seen[t.job.jid] = self.job_priorities(sim, t.job)
+                p = seen[t.job.jid] = self.job_priorities(view, t.job)
             out[t.tid] = p[t.t.index]
         return out
 
     # ------------------------------------------------------------------ decisions
-    def preferences(self, sim, view: View) -> Iterator[Command]:
-        util = server_util_matrix(sim)
-        if self.migrate and view.migrate:
-            yield from self._migrations(sim, view, util)
-        yield from self._placements(sim, view, util)
+    def new_episode(self, view: ClusterView) -> None:
+        self._modes: dict[int, str] = {}
 
-    def mode(self, sim, job: Job) -> str:
+    def threshold(self, view: ClusterView) -> float:
+        """h_r: this policy's, or the simulator's when not set."""
+        return view.overload_threshold if self.h_r is None else self.h_r
+
+    def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        util = view.utilisation()
+        if self.migrate and cands.migrate:
+            yield from self._migrations(view, cands, util)
+        yield from self._placements(view, cands, util)
+
+    def mode(self, view: ClusterView, job: Job) -> str:
         """"headroom" (never overload a server by placing, §3.3.2) unless the job could not be placed
         that way even on the idle cluster (e.g. 4 tasks of 8 cores on 32-core servers exceed h_r = 90%):
         then plain admission ("fit"), else it would wait forever (and block the env's window)."""
-        cache = sim_cache(sim).setdefault("mlfh_mode", {})
-        m = cache.get(job.jid)
+        m = self._modes.get(job.jid)
         if m is None:
-            m = cache[job.jid] = "headroom" if job_fits(sim, job, "headroom", h=self.h_r, empty=True) else "fit"
+            fit = job_fits(view, job, "headroom", h=self.threshold(view), empty=True)
+            m = self._modes[job.jid] = "headroom" if fit else "fit"
         return m
 
-    def _host_order(self, sim, task: Task, view: View, util, moving: bool = False) -> list[int]:
-        mode = self.mode(sim, task.job)
-        mask = restrict(server_mask(sim, task, mode, self.h_r, moving=moving), view.servers)
+    def _host_order(self, view: ClusterView, task: Task, cands: Candidates, util, moving: bool = False) -> list[int]:
+        mode = self.mode(view, task.job)
+        mask = restrict(server_mask(view, task, mode, self.threshold(view), moving=moving), cands.servers)
         if mode == "fit":
-            mask &= ~effective_overload(sim)
+            mask &= ~view.overloaded
         if moving:
             mask[task.server] = False
-        return ideal_host_order(sim, task, mask, util)
+        return ideal_host_order(view, task, mask, util)
 
-    def _placements(self, sim, view: View, util) -> Iterator[Command]:
-        cands = [t for t in view.place if t.tid not in self._touched]
-        if not cands:
+    def _placements(self, view: ClusterView, cands: Candidates, util) -> Iterator[Command]:
+        tasks = [t for t in cands.place if t.tid not in self._touched]
+        if not tasks:
             return
-        prio = self._prio_map(sim, cands)
+        prio = self._prio_map(view, tasks)
         # partly placed jobs first (finish their gang), then by priority (highest first)
-        cands.sort(key=lambda t: (t.job.n_placed == 0, -prio[t.tid], t.tid))
+        tasks.sort(key=lambda t: (t.job.n_placed == 0, -prio[t.tid], t.tid))
         blocked: set[int] = set()
-        for t in cands:
+        for t in tasks:
             job = t.job
             if job.jid in blocked:
                 continue
-            if not self.fits(sim, job, self.mode(sim, job), view.servers):
+            if not self.fits(view, job, self.mode(view, job), cands.servers):
                 blocked.add(job.jid)
                 continue
-            for s in self._host_order(sim, t, view, util):
+            for s in self._host_order(view, t, cands, util):
                 yield Command("place", t.tid, s)
 
-    def _migrations(self, sim, view: View, util) -> Iterator[Command]:
-        c = sim.cluster
-        over = effective_overload(sim)
-        hot_g = hot_gpus(sim)
+    def _migrations(self, view: ClusterView, cands: Candidates, util) -> Iterator[Command]:
+        over = view.overloaded
+        hot_g = view.hot_gpus()
         by_server: dict[int, list[Task]] = {}
-        for t in view.migrate:
+        for t in cands.migrate:
             if (t.state == TaskState.RUNNING and over[t.server] and t.tid not in self._touched
-                    and sim.now - t.placed_at >= self.migration_cooldown_s):
+                    and view.now - t.placed_at >= self.migration_cooldown_s):
                 by_server.setdefault(t.server, []).append(t)
         for s in sorted(by_server):
             tasks = by_server[s]
-            if len(c.server_tasks[s]) < 2:
+            if len(view.running_tasks(s)) < 2:
                 continue  # a lone task overloads any server: moving it cannot help
-            over_res = overloaded_resources(sim, s)
+            over_res = view.overloaded_resources(s)
             nic_only = not over_res[:3].any()
             if nic_only:
-                # NIC-only overload: the traffic is the jobs' own cross-server traffic, so a move helps
-                # only if the task then exchanges more with its new server than with the tasks it
-                # leaves (the job's cross-server volume falls); any other move spreads the job further
-                # and overloads more NICs (observed: two 16-GPU model-parallel jobs spread over 12 and
-                # 10 servers, every NIC overloaded, nothing placeable for a day). No such move for any
-                # task here: nothing to do on this server (and no requeue, below).
-                vols = {t.tid: comm_to_servers(sim, t) for t in tasks}
+                # NIC-only overload: the traffic is the jobs' own cross-server traffic, so a move helps only
+                # if the task then exchanges more with its new server than with the tasks it leaves (the
+                # job's cross-server volume falls); any other move spreads the job over more servers and
+                # overloads more NICs. No such move for any task here: nothing to do on this server (and no
+                # requeue, below).
+                vols = {t.tid: comm_to_servers(view, t) for t in tasks}
                 closer = {tid: v > v[s] for tid, v in vols.items()}
                 if not any(m.any() for m in closer.values()):
                     continue
-            prio = self._prio_map(sim, tasks)
-            hot = {gi for gi in c.server_gpus(s) if hot_g[gi]}
+            prio = self._prio_map(view, tasks)
+            first = int(view.server_first_gpu[s])
+            hot = {gi for gi in range(first, first + int(view.server_n_gpus[s])) if hot_g[gi]}
             if hot:
                 on_hot = sorted((t for t in tasks if t.gpu in hot), key=lambda t: (prio[t.tid], t.tid))
                 pool = on_hot[:max(1, math.ceil(self.p_s * len(on_hot)))] if on_hot else []
             else:
                 pool = [t for t in tasks if not math.isinf(prio[t.tid])] or tasks
-            pick = ideal_task_choice(sim, s, pool)
+            pick = ideal_task_choice(view, s, pool)
             if pick is None:
                 continue
+            dests = self._host_order(view, pick, cands, util, moving=True)
             if nic_only:
                 ok = closer[pick.tid]
-                dests = [d for d in self._host_order(sim, pick, view, util, moving=True) if ok[d]] if ok.any() else []
-            else:
-                dests = self._host_order(sim, pick, view, util, moving=True)
+                dests = [d for d in dests if ok[d]] if ok.any() else []
             for dest in dests:
                 yield Command("migrate", pick.tid, dest)
             if over_res[:3].any():
-                # back to the queue only when GPU, CPU or memory is overloaded: leaving frees them.
-                # A NIC overload is caused by the job's own cross-server traffic, which requeueing one
-                # task would not cure (the job would stop and be placed again: a livelock we observed).
+                # back to the queue only when GPU, CPU or memory is overloaded: leaving frees them. A NIC
+                # overload comes from the job's own cross-server traffic, which requeueing one task does not
+                # cure: the job would stop, be placed again as spread out, and be requeued again.
                 yield Command("requeue", pick.tid)
 
 
@@ -232,7 +239,7 @@ class MLFSHC(MLFH):
     source = "MLFS (CoNEXT'20) §3.3 (MLF-H) + §3.5 (MLF-C)"
     fallback: str = "requirement"
 
-    def attach(self, sim) -> None:
+    def attach(self, sim: "Simulator") -> None:
         if not any(isinstance(c, MLFC) for c in sim.controllers):
             self.controller = MLFC(self.fallback)
             sim.controllers.append(self.controller)

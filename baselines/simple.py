@@ -10,7 +10,9 @@ from typing import Iterator
 
 import numpy as np
 
-from .base import Command, Policy, View, pack_order, remaining_time, restrict, server_mask
+from clustergym.core.view import ClusterView
+
+from .base import Candidates, Command, Policy, pack_order, restrict, server_mask
 
 
 @dataclass
@@ -23,8 +25,8 @@ class FIFO(Policy):
     source = "Hare (TCC'24) §VI baselines: Gavel_FIFO; UniSched/SJF-BSBF FIFO baseline"
     backfill: bool = False
 
-    def preferences(self, sim, view: View) -> Iterator[Command]:
-        return self.job_first(sim, view, lambda j: j.spec.submit_time, "exclusive", pack_order, self.backfill)
+    def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        return self.job_first(view, cands, lambda j: j.spec.submit_time, "exclusive", pack_order, self.backfill)
 
 
 @dataclass
@@ -36,8 +38,8 @@ class SJF(Policy):
     source = "SJF-BSBF (arXiv'24) SJF baseline; Hare SRTF oracle"
     backfill: bool = True
 
-    def preferences(self, sim, view: View) -> Iterator[Command]:
-        return self.job_first(sim, view, lambda j: remaining_time(sim, j), "exclusive", pack_order, self.backfill)
+    def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        return self.job_first(view, cands, view.remaining_time, "exclusive", pack_order, self.backfill)
 
 
 @dataclass
@@ -48,8 +50,8 @@ class EDF(Policy):
     source = "classic EDF (Liu & Layland 1973); UniSched deadline-aware baselines (GENIE ~ least laxity)"
     backfill: bool = True
 
-    def preferences(self, sim, view: View) -> Iterator[Command]:
-        return self.job_first(sim, view, lambda j: j.spec.deadline, "exclusive", pack_order, self.backfill)
+    def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        return self.job_first(view, cands, lambda j: j.spec.deadline, "exclusive", pack_order, self.backfill)
 
 
 @dataclass
@@ -70,16 +72,16 @@ class Random(Policy):
         super().__post_init__()
         self.rng = np.random.default_rng(self.seed)
 
-    def preferences(self, sim, view: View) -> Iterator[Command]:
+    def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
         opts: list[Command | None] = [None]
-        for t in view.place[: self.core_window]:
-            for s in np.flatnonzero(restrict(server_mask(sim, t, "fit"), view.servers)):
+        for t in cands.place[: self.core_window]:
+            for s in np.flatnonzero(restrict(server_mask(view, t, "fit"), cands.servers)):
                 opts.append(Command("place", t.tid, int(s)))
-        for t in view.migrate[: self.core_window]:
+        for t in cands.migrate[: self.core_window]:
             if t.tid in self._touched:
                 continue
             opts.append(Command("requeue", t.tid))
-            for s in np.flatnonzero(restrict(server_mask(sim, t, "fit", moving=True), view.servers)):
+            for s in np.flatnonzero(restrict(server_mask(view, t, "fit", moving=True), cands.servers)):
                 if int(s) != t.server:
                     opts.append(Command("migrate", t.tid, int(s)))
         pick = opts[int(self.rng.integers(len(opts)))]

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from clustergym.core.job import Job
+from clustergym.core.view import ClusterView
 
-from .base import Command, Policy, View, current_iters, pack_order, ref_iter_time
+from .base import Candidates, Command, Policy, pack_order
 
 
 @dataclass
@@ -26,13 +27,13 @@ class SLAQ(Policy):
     source = "SLAQ (Zhang, Stafman, Or, Freedman, SoCC'17); MLFS §4.1 comparison method"
     horizon_s: float | None = None  # None: the simulator's tick
 
-    def score(self, sim, job: Job) -> float:
-        horizon = sim.config.tick_s if self.horizon_s is None else self.horizon_s
-        it = current_iters(sim, job)
-        ahead = min(job.target_iters, it + horizon / ref_iter_time(sim, job))
+    def score(self, view: ClusterView, job: Job) -> float:
+        horizon = view.tick_s if self.horizon_s is None else self.horizon_s
+        it = view.iters(job)
+        ahead = min(job.target_iters, it + horizon / view.ref_iter_time(job))
         curve = job.model.curve
         span = max(1e-12, curve.loss[0] - min(curve.loss))
         return (job.loss_at_iter(it) - job.loss_at_iter(ahead)) / span / job.spec.n_gpus
 
-    def preferences(self, sim, view: View) -> Iterator[Command]:
-        return self.job_first(sim, view, lambda j: -self.score(sim, j), "exclusive", pack_order, True)
+    def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        return self.job_first(view, cands, lambda j: -self.score(view, j), "exclusive", pack_order, True)

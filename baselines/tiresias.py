@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from clustergym.core.job import Job, JobState
+from clustergym.core.view import ClusterView
 
-from .base import Command, Policy, View, pack_order, running_time
+from .base import Candidates, Command, Policy, pack_order
 
 
 def queue_index(service: float, thresholds: tuple[float, ...]) -> int:
@@ -39,38 +40,38 @@ class Tiresias(Policy):
     preempt: bool = True
     promote_knob: float | None = None  # starvation guard: promote to Q_0 when waited > knob x run time
 
-    def service(self, sim, job: Job) -> float:
-        return job.spec.n_gpus * running_time(sim, job)
+    def service(self, view: ClusterView, job: Job) -> float:
+        return job.spec.n_gpus * view.running_time(job)
 
-    def queue(self, sim, job: Job) -> int:
-        q = queue_index(self.service(sim, job), self.thresholds)
+    def queue(self, view: ClusterView, job: Job) -> int:
+        q = queue_index(self.service(view, job), self.thresholds)
         if self.promote_knob is not None:
-            run = running_time(sim, job)
+            run = view.running_time(job)
             if run > 0 and job.waiting_time > self.promote_knob * run:
                 q = 0
         return q
 
-    def key(self, sim, job: Job):
-        return (self.queue(sim, job), job.spec.submit_time)
+    def key(self, view: ClusterView, job: Job):
+        return (self.queue(view, job), job.spec.submit_time)
 
-    def preferences(self, sim, view: View) -> Iterator[Command]:
-        yield from self.job_first(sim, view, lambda j: self.key(sim, j), "exclusive", pack_order, True)
-        if self.preempt and view.can_preempt:
-            yield from self._preemptions(sim, view)
+    def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        yield from self.job_first(view, cands, lambda j: self.key(view, j), "exclusive", pack_order, True)
+        if self.preempt and cands.can_preempt:
+            yield from self._preemptions(view)
 
-    def _preemptions(self, sim, view: View) -> Iterator[Command]:
+    def _preemptions(self, view: ClusterView) -> Iterator[Command]:
         # the whole queue, not just the window: the env only shows tasks that fit now, and the jobs that
         # need a preemption are exactly those that do not
-        waiting = {t.job.jid: t.job for t in sim.queue.values() if t.job.n_placed == 0}
+        waiting = {t.job.jid: t.job for t in view.waiting_tasks() if t.job.n_placed == 0}
         if not waiting:
             return
-        head = min(waiting.values(), key=lambda j: (self.key(sim, j), j.jid))
-        qh = self.queue(sim, head)
-        running = [j for j in sim.active_jobs.values()
-                   if j.state == JobState.ACTIVE and j.fully_placed and self.queue(sim, j) > qh]
+        head = min(waiting.values(), key=lambda j: (self.key(view, j), j.jid))
+        qh = self.queue(view, head)
+        running = [j for j in view.active_jobs()
+                   if j.state == JobState.ACTIVE and j.fully_placed and self.queue(view, j) > qh]
         if not running:
             return
-        victim = max(running, key=lambda j: (self.queue(sim, j), j.spec.submit_time, j.jid))
+        victim = max(running, key=lambda j: (self.queue(view, j), j.spec.submit_time, j.jid))
         # only if freeing every lower-queue job could make room (otherwise preempting is pointless)
-        if sum(j.spec.n_gpus for j in running) + int((sim.cluster.gpu_n_tasks == 0).sum()) >= head.spec.n_gpus:
+        if sum(j.spec.n_gpus for j in running) + int((view.gpu_n_tasks == 0).sum()) >= head.spec.n_gpus:
             yield Command("preempt", jid=victim.jid)

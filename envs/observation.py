@@ -183,6 +183,44 @@ class ObservationBuilder:
                             job.waiting_time, job.running_time, mean_it, cx, closs, cacc, self.H)
         self._job_keys[row] = key
 
+    def _task_rows(self, sim, candidates, kinds, rows, dest: np.ndarray, k: int) -> tuple:
+        """The ``tasks`` and ``affinity`` arrays of the candidate ``rows``, and how many of them run (migration or
+        preemption candidates)."""
+        now, ts, W = sim.now, self.ts, self.W
+        over = sim.cluster.overloaded
+        n_mig = 0
+        # per row: window row, task id, job row, then the TASK_DYNAMIC values -- one list, one conversion
+        vals: list = []
+        job_index, job_keys = self._job_index, self._job_keys
+        prev_job = None  # a job's tasks often fill consecutive rows
+        j = 0
+        for r in rows:
+            task = candidates[r]
+            job = task.job
+            if job is not prev_job:
+                prev_job = job
+                j = job_index[job]
+                # everything the job's dynamic columns depend on besides its spec: a placement, pause or
+                # progress update inside a decision round (same `now`) must not serve the stale row
+                key = (now, job.n_placed, job.iters, job.last_update, job.paused_until, job.state)
+                if job_keys[j] != key:
+                    self._refresh_job_row(job, j, key, now)
+            # sq() inlined (x / (1 + x), 0 for x <= 0): a handful of calls per row add up
+            if kinds[r] != "place":  # running: a migration or preemption candidate
+                n_mig += 1
+                w = task.waited / ts
+                x = (now - task.placed_at) / ts
+                vals += (r, task.tid, j, 1.0, 1.0, w / (1.0 + w) if w > 0 else 0.0,
+                         x / (1.0 + x) if x > 0 else 0.0, 1.0 if over[task.server] else 0.0)
+            else:
+                w = (task.waited + now - task.queued_since) / ts
+                vals += (r, task.tid, j, 1.0, 0.0, w / (1.0 + w) if w > 0 else 0.0, 0.0, 0.0)
+        # affinity (W, K): share of the row task's DAG neighbours (parents, children, its PS) running on each
+        # destination -- the pair feature behind MLF-H's bandwidth term and MLFS's bandwidth objective
+        T, A = kernels.task_window(self._static_rows, self._job_rows, np.array(vals, np.float64), W, self.n_dyn,
+                                   self._o_jdyn, self._nb_ptr, self._nb_tid, sim.task_server, dest, k, self._S)
+        return T, A, n_mig
+
     # ------------------------------------------------------------------ build
     def build(self, sim, candidates, kinds, dest: np.ndarray, k: int, dist: np.ndarray, U: np.ndarray,
               overload_degree: float, mask: np.ndarray, queue_beyond: int, round_actions: int,
@@ -196,47 +234,16 @@ class ObservationBuilder:
         ts = self.ts
         c = sim.cluster
         W = self.W
-        o3 = self._o_jdyn
         over = c.overloaded
         # the candidate rows (the env fills rows 0..n-1 and pads after them: a range then)
         n = W - candidates.count(None)
         rows = range(n) if None not in candidates[:n] else [r for r, t in enumerate(candidates) if t is not None]
-        n_mig = 0
         if n:
-            # per row: window row, task id, job row, then the TASK_DYNAMIC values -- one list, one conversion
-            vals: list = []
-            job_index, job_keys = self._job_index, self._job_keys
-            prev_job = None  # a job's tasks often fill consecutive rows
-            j = 0
-            for r in rows:
-                task = candidates[r]
-                job = task.job
-                if job is not prev_job:
-                    prev_job = job
-                    j = job_index[job]
-                    # everything the job's dynamic columns depend on besides its spec: a placement, pause or
-                    # progress update inside a decision round (same `now`) must not serve the stale row
-                    key = (now, job.n_placed, job.iters, job.last_update, job.paused_until, job.state)
-                    if job_keys[j] != key:
-                        self._refresh_job_row(job, j, key, now)
-                # sq() inlined (x / (1 + x), 0 for x <= 0): a handful of calls per row add up
-                if kinds[r] != "place":  # running: a migration or preemption candidate
-                    n_mig += 1
-                    w = task.waited / ts
-                    x = (now - task.placed_at) / ts
-                    vals += (r, task.tid, j, 1.0, 1.0, w / (1.0 + w) if w > 0 else 0.0,
-                             x / (1.0 + x) if x > 0 else 0.0, 1.0 if over[task.server] else 0.0)
-                else:
-                    w = (task.waited + now - task.queued_since) / ts
-                    vals += (r, task.tid, j, 1.0, 0.0, w / (1.0 + w) if w > 0 else 0.0, 0.0, 0.0)
-            # affinity (W, K): share of the row task's DAG neighbours (parents, children, its PS) running on each
-            # destination -- the pair feature behind MLF-H's bandwidth term and MLFS's bandwidth objective
-            T, A = kernels.task_window(self._static_rows, self._job_rows, np.array(vals, np.float64), W,
-                                       self.n_dyn, o3, self._nb_ptr, self._nb_tid, sim.task_server, dest, k,
-                                       self._S)
+            T, A, n_mig = self._task_rows(sim, candidates, kinds, rows, dest, k)
         else:
             T = np.zeros((W, self.F), np.float32)
             A = np.zeros((W, self.K), np.float32)
+            n_mig = 0
 
         # servers and per-GPU loads of the destination columns (padding rows: zeros and -1)
         Sv = np.zeros((self.K, len(SERVER_COLUMNS)), np.float32)

@@ -39,6 +39,17 @@ def register_all() -> None:
                      kwargs=dict(kwargs), disable_env_checker=False)
 
 
+def make_env(env_id: str, config: dict | None = None, **overrides: Any):
+    """``gymnasium.make(env_id, **config, **overrides)`` of a registered scenario, without rendering unless
+    asked: the env factory of evaluation, behaviour cloning and training."""
+    import gymnasium as gym
+
+    register_all()
+    kw = {**dict(config or {}), **overrides}
+    kw.setdefault("render_mode", None)
+    return gym.make(env_id, **kw)
+
+
 @functools.lru_cache(maxsize=4)
 def _philly(path: str | None):
     from .core.traces import load_philly
@@ -115,7 +126,7 @@ def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
     # never start and would hold the episode open to its horizon: leave it out, and say so in the info
     from .core.catalogue_data import get_model
     from .core.dag import build_tasks
-    from .core.engine import cluster_totals, gang_shortfall
+    from .core.resources import cluster_totals, gang_shortfall
 
     kept, dropped = [], []
     totals = cluster_totals(cluster)

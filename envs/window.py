@@ -26,6 +26,7 @@ import numpy as np
 
 from . import kernels
 from .core.commands import Command
+from .core.resources import FIT_EPS  # the admission rule's float allowance: the mask's fit test uses the same
 
 if TYPE_CHECKING:
     from .core.engine import Simulator
@@ -54,7 +55,6 @@ def action_index(action: Any) -> int:
                         f"one-element integer array)")
 
 
-FIT_EPS = 1e-9  # slack of the mask's fit test (free + eps >= demand): the same as the simulator's (fit_reason)
 
 
 class Window:

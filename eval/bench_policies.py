@@ -4,38 +4,25 @@
     .venv/bin/python eval/bench_policies.py [--env clustergym/GPUCluster-v0] [--seed 0] [--window-jobs 50]
         [--policies mlf-h,fifo,...] [--max-steps 20000]
 
-Each policy plays one seeded episode (the env's own steps are not timed, only ``predict``)."""
+Each policy plays one seeded episode (eval/rollout.py; the env's own steps are not timed, only ``predict``)."""
 from __future__ import annotations
 
 import argparse
-import time
-
-import gymnasium as gym
-import numpy as np
 
 from clustergym import baselines
-import clustergym  # noqa: F401  (registers the ids)
+from clustergym.eval.rollout import predictor, rollout
+from clustergym.scenarios import make_env
 
 
 def bench(env_id: str, name: str, seed: int, window_jobs: int | None, max_steps: int) -> dict:
     kw = {"invalid_action": "raise", "max_steps": max_steps}
     if window_jobs:
         kw["window_jobs"] = window_jobs
-    env = gym.make(env_id, **kw)
-    agent = baselines.make(name, env)
-    obs, info = env.reset(seed=seed)
-    lat, done, t0 = [], False, time.perf_counter()
-    while not done:
-        t = time.perf_counter()
-        a, _ = agent.predict(obs, action_masks=env.unwrapped.action_masks())
-        lat.append(time.perf_counter() - t)
-        obs, _, term, trunc, info = env.step(a)
-        done = term or trunc
-    s = info["summary"]
-    us = np.array(lat) * 1e6
-    return {"policy": name, "calls": len(us), "mean_us": float(us.mean()), "p99_us": float(np.percentile(us, 99)),
-            "episode_s": time.perf_counter() - t0, "mean_jct": s["mean_jct"], "deadline_ratio": s["deadline_ratio"],
-            "truncated": bool(trunc)}
+    env = make_env(env_id, kw)
+    try:
+        return rollout(env, predictor(name, env), seed)
+    finally:
+        env.close()
 
 
 def main() -> None:
@@ -49,8 +36,8 @@ def main() -> None:
     print(f"{'policy':11s} {'calls':>7s} {'mean_us':>9s} {'p99_us':>9s} {'episode_s':>9s} {'mean_jct':>10s} deadline")
     for name in a.policies.split(","):
         r = bench(a.env, name, a.seed, a.window_jobs, a.max_steps)
-        print(f"{r['policy']:11s} {r['calls']:7d} {r['mean_us']:9.0f} {r['p99_us']:9.0f} {r['episode_s']:9.1f} "
-              f"{r['mean_jct']:10.0f} {r['deadline_ratio']:.3f}{' (truncated)' if r['truncated'] else ''}", flush=True)
+        print(f"{r['policy']:11s} {r['agent_steps']:7d} {r['decision_mean_us']:9.0f} {r['decision_p99_us']:9.0f} "
+              f"{r['wall_s']:9.1f} {r['mean_jct']:10.0f} {r['deadline_ratio']:.3f}{' (truncated)' if r['truncated'] else ''}", flush=True)
 
 
 if __name__ == "__main__":

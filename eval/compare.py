@@ -15,9 +15,10 @@ values parsed as YAML) or ``[label=]path.zip`` (a saved agent, loaded lazily in 
 every scenario. ``--loads 0.25 0.5 1 2 3`` expands each scenario into a load sweep: ``--load-mode jobs``
 scales ``window_jobs`` by x, ``--load-mode generator`` sets ``generator.load = x`` (generator workloads).
 
-**Outputs** (``--out``): ``runs/<policy>__<scenario>__s<seed>.json`` (episode summary + timing, written last:
-its presence marks the run as done, an interrupted sweep re-runs only missing runs) and ``.jobs.csv``
-(per-job records of ``sim.job_records()``); aggregated ``episodes.csv``, ``jobs.csv``,
+**Outputs** (``--out``): ``runs/<policy>__<scenario>__s<seed>.json`` (episode summary + timing and the run's
+identity, written last: a finished run is reused only if its identity, i.e. policy and parameters, env id
+and every keyword, seed and code version, matches; an interrupted sweep re-runs only missing runs, a changed
+spec re-runs the runs it changes) and ``.jobs.csv`` (per-job records of ``sim.job_records()``); aggregated ``episodes.csv``, ``jobs.csv``,
 ``summary_long.csv`` (every metric: n, mean, std, t-interval, relative difference to the reference),
 ``summary.csv``/``summary.md`` (wide), ``figures/*.png`` and ``report.md``. Every file is written to a
 temporary name and moved into place with ``os.replace``.
@@ -26,253 +27,66 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import multiprocessing
 import os
-import re
 import sys
-import tempfile
 import time
+import warnings
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterable, Sequence
-
+from typing import Sequence
 
 import numpy as np
 
-# --------------------------------------------------------------------------- atomic files
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_csv(df, path: str | os.PathLike) -> None:
-    atomic_write_text(path, df.to_csv(index=False))
-
-
-def atomic_write_parquet(df, path: str | os.PathLike) -> bool:
-    """Write Parquet if pyarrow is importable (optional); returns whether it was written."""
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        return False
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
-    return True
-
-
-# --------------------------------------------------------------------------- specs
-
-
-def _value(s: str) -> Any:
-    import yaml
-
-    try:
-        return yaml.safe_load(s)
-    except Exception:
-        return s
-
-
-def parse_kv(text: str) -> dict:
-    """``"a=1,b.c=x"`` -> ``{"a": 1, "b": {"c": "x"}}`` (values parsed as YAML; dotted keys nest)."""
-    out: dict = {}
-    if not text:
-        return out
-    for part in re.split(r",(?=[A-Za-z_][\w.]*=)", text):
-        if not part:
-            continue
-        if "=" not in part:
-            raise ValueError(f"expected key=value, got {part!r}")
-        k, v = part.split("=", 1)
-        set_nested(out, k.strip(), _value(v.strip()))
-    return out
-
-
-def set_nested(d: dict, key: str, value: Any) -> None:
-    parts = key.split(".")
-    for p in parts[:-1]:
-        d = d.setdefault(p, {})
-    d[parts[-1]] = value
-
-
-def deep_merge(a: dict, b: dict) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
-def _split_label(spec: str) -> tuple[str | None, str]:
-    if "=" in spec:
-        head, rest = spec.split("=", 1)
-        if ":" not in head and "/" not in head and head:
-            return head, rest
-    return None, spec
-
-
-def safe_name(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.+-]+", "-", s).strip("-")
-
-
-def parse_policy(spec: str) -> dict:
-    """``[label=]name[:k=v,...]`` or ``[label=]path.zip`` -> {"label", "kind", "name"/"path", "params"}."""
-    label, body = _split_label(spec)
-    if body.endswith(".zip") or os.sep in body or body.startswith("."):
-        return {"label": safe_name(label or Path(body).stem), "kind": "agent", "path": str(body), "params": {}}
-    name, _, kv = body.partition(":")
-    params = parse_kv(kv)
-    if label is None:
-        label = name if not params else name + "-" + "-".join(f"{k}{v}" for k, v in params.items())
-    return {"label": safe_name(label), "kind": "heuristic", "name": name, "params": params}
-
-
-def parse_scenario(spec: str) -> dict:
-    """``[label=]env_id[:k=v,...]`` -> {"label", "env_id", "kwargs"}."""
-    label, body = _split_label(spec)
-    env_id, _, kv = body.partition(":")
-    if label is None:
-        label = env_id.split("/")[-1]
-    return {"label": safe_name(label), "env_id": env_id, "kwargs": parse_kv(kv)}
-
-
-def base_window_jobs(env_id: str, kwargs: dict) -> int:
-    if "window_jobs" in kwargs:
-        return int(kwargs["window_jobs"])
-    from clustergym.config import EnvConfig
-    from clustergym.scenarios import SCENARIOS
-
-    return int(SCENARIOS.get(env_id, {}).get("window_jobs", EnvConfig().window_jobs))
-
-
-def expand_loads(scenarios: list[dict], loads: Sequence[float] | None, mode: str = "jobs") -> list[dict]:
-    """One scenario per (scenario, load x); adds ``base`` (the scenario label) and ``load`` to each."""
-    out = []
-    for sc in scenarios:
-        if not loads:
-            out.append({**sc, "base": sc.get("base", sc["label"]), "load": sc.get("load", 1.0)})
-            continue
-        for x in loads:
-            kw = dict(sc["kwargs"])
-            if mode == "jobs":
-                kw["window_jobs"] = max(1, int(round(base_window_jobs(sc["env_id"], kw) * x)))
-            elif mode == "generator":
-                kw = deep_merge(kw, {"workload": "generator", "generator": {"load": float(x)}})
-            else:
-                raise ValueError(f"load mode must be 'jobs' or 'generator', got {mode!r}")
-            out.append({"label": f"{sc['label']}@x{x:g}", "env_id": sc["env_id"], "kwargs": kw,
-                        "base": sc["label"], "load": float(x)})
-    return out
-
-
-def run_key(policy: str, scenario: str, seed: int) -> str:
-    return f"{safe_name(policy)}__{safe_name(scenario)}__s{int(seed)}"
-
-
-def make_runs(policies: list[dict], scenarios: list[dict], seeds: Iterable[int], common: dict | None = None,
-              max_steps: int | None = None) -> list[dict]:
-    runs = []
-    for sc in scenarios:
-        kw = deep_merge(common or {}, sc["kwargs"])
-        if max_steps is not None:
-            kw["max_steps"] = int(max_steps)
-        for p in policies:
-            for s in seeds:
-                runs.append({"key": run_key(p["label"], sc["label"], s), "policy": p["label"], "policy_spec": p,
-                             "scenario": sc["label"], "scenario_base": sc.get("base", sc["label"]),
-                             "load": float(sc.get("load", 1.0)), "env_id": sc["env_id"], "env_kwargs": kw,
-                             "seed": int(s)})
-    return runs
-
+# absolute imports: this file also runs as a script (python eval/compare.py)
+from clustergym.eval.files import atomic_write_csv, atomic_write_parquet, atomic_write_text, remove_stale_temps
+from clustergym.eval.specs import (SweepSpecError, canonical, check_collisions, deep_merge, expand_loads,
+                                   identity_difference, make_runs, parse_kv, parse_policy, parse_scenario)
 
 # --------------------------------------------------------------------------- one run (worker)
 
 
-def _load_policy(spec: dict, env):
+def load_policy(spec: dict, env):
+    """The policy of a parsed policy spec (:func:`clustergym.eval.specs.parse_policy`) for ``env``."""
     if spec["kind"] == "heuristic":
         from clustergym import baselines
 
         return baselines.make(spec["name"], env, **spec.get("params", {}))
-    try:
-        import torch
+    import torch
 
-        torch.set_num_threads(1)  # one worker = one core
-    except ImportError:
-        pass
-    try:
-        from clustergym.agents.io import load_agent
-    except ImportError as e:  # the colleague's module is not there yet
-        raise RuntimeError(f"cannot load agent {spec['path']!r}: clustergym.agents.io.load_agent is not available ({e})") from e
-    try:
-        return load_agent(spec["path"], env=env)
-    except TypeError:
-        return load_agent(spec["path"])
+    from clustergym.agents.io import load_agent
 
-
-def _predict(agent, obs, mask):
-    try:
-        a, _ = agent.predict(obs, deterministic=True, action_masks=mask)
-    except TypeError:  # a policy without action masks
-        a, _ = agent.predict(obs, deterministic=True)
-    return int(np.asarray(a).reshape(-1)[0])
+    torch.set_num_threads(1)  # one worker = one core
+    return load_agent(spec["path"], env=env)
 
 
 def run_one(run: dict, out_dir: str) -> dict:
     """Play one seeded episode; write ``runs/<key>.jobs.csv`` then ``runs/<key>.json``; return the episode row.
     Importable and picklable (spawn/forkserver-safe): everything it needs travels in ``run``."""
-    import gymnasium as gym
     import pandas as pd
 
-    import clustergym  # noqa: F401  (registers the ids)
+    from clustergym.eval.rollout import predictor, rollout
+    from clustergym.scenarios import make_env
 
-    t_start = time.perf_counter()
-    env = gym.make(run["env_id"], disable_env_checker=True, **run["env_kwargs"])
+    env = make_env(run["env_id"], run["env_kwargs"], disable_env_checker=True)
     try:
-        agent = _load_policy(run["policy_spec"], env)
-        u = env.unwrapped
-        obs, info = env.reset(seed=run["seed"])
-        episode = dict(info.get("episode", {}))
-        lat: list[float] = []
-        term = trunc = False
-        while True:
-            mask = u.action_masks()
-            t = time.perf_counter()
-            a = _predict(agent, obs, mask)
-            lat.append(time.perf_counter() - t)
-            obs, _, term, trunc, info = env.step(a)
-            if term or trunc:
-                break
-        summary = dict(info["summary"])
-        jobs = pd.DataFrame(u.sim.job_records())
+        rec = rollout(env, predictor(load_policy(run["policy_spec"], env), env, run["policy"]), run["seed"])
+        jobs = pd.DataFrame(env.unwrapped.sim.job_records())
     finally:
         env.close()
-    us = np.asarray(lat) * 1e6
     meta = {"policy": run["policy"], "scenario": run["scenario"], "scenario_base": run["scenario_base"],
             "load": run["load"], "seed": run["seed"], "env_id": run["env_id"]}
-    row = {**meta, **summary, "terminated": bool(term), "truncated": bool(trunc), "agent_steps": len(lat),
-           "decision_mean_us": float(us.mean()) if len(us) else math.nan,
-           "decision_p99_us": float(np.percentile(us, 99)) if len(us) else math.nan,
-           "wall_s": time.perf_counter() - t_start,
-           "window_start": episode.get("window_start", math.nan), "n_jobs_window": episode.get("n_jobs", math.nan)}
-    runs_dir = Path(out_dir) / "runs"
+    row = {**meta, **rec}
     for k, v in meta.items():
-        jobs.insert(0, k, v) if k not in jobs.columns else None
+        if k not in jobs.columns:
+            jobs.insert(0, k, v)
     jobs = jobs[list(meta) + [c for c in jobs.columns if c not in meta]]
+    runs_dir = Path(out_dir) / "runs"
     atomic_write_csv(jobs, runs_dir / f"{run['key']}.jobs.csv")
-    payload = {"row": row, "run": {k: run[k] for k in ("env_id", "env_kwargs", "policy_spec", "seed")}}
+    payload = {"row": row, "run": {k: run[k] for k in ("env_id", "env_kwargs", "policy_spec", "seed")},
+               "identity": run.get("identity")}
     atomic_write_text(runs_dir / f"{run['key']}.json", json.dumps(payload, default=_json_default, indent=1))
     return row
 
@@ -287,8 +101,54 @@ def _json_default(o):
     return str(o)
 
 
+def run_with_warnings(run: dict, out_dir: str) -> tuple[dict, list[tuple[str, str]]]:
+    """:func:`run_one`, returning the (category, text) of every warning it raised instead of printing them, so
+    the sweep shows each once however many runs and worker processes raise it."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for quiet in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.filterwarnings("ignore", category=quiet)  # hidden by Python's defaults too
+        row = run_one(run, out_dir)
+    return row, [(w.category.__name__, str(w.message)) for w in caught]
+
+
+def saved_identity(out_dir: str | os.PathLike, run: dict) -> tuple[bool, dict | None]:
+    """(whether ``run``'s file exists, the identity saved in it: None if it has none or cannot be read)."""
+    p = Path(out_dir) / "runs" / f"{run['key']}.json"
+    if not p.exists():
+        return False, None
+    try:
+        return True, json.loads(p.read_text()).get("identity")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return True, None
+
+
 def is_done(out_dir: str | os.PathLike, run: dict) -> bool:
-    return (Path(out_dir) / "runs" / f"{run['key']}.json").exists()
+    """``run`` finished with the same identity (a run without one, e.g. a test's, counts as done if its file
+    exists)."""
+    exists, saved = saved_identity(out_dir, run)
+    return exists and ("identity" not in run or (saved is not None and canonical(saved) == canonical(run["identity"])))
+
+
+def stale_runs(out_dir: str | os.PathLike, runs: list[dict]) -> list[tuple[dict, str]]:
+    """The runs whose file another spec made, each with the first field where the specs differ."""
+    out = []
+    for r in runs:
+        exists, saved = saved_identity(out_dir, r)
+        if exists and not is_done(out_dir, r):
+            out.append((r, identity_difference(saved, r["identity"]) if saved else "no identity saved"))
+    return out
+
+
+def _clear_stale(out_dir: Path, runs: list[dict]) -> None:
+    """Remove the files of runs made by another spec (they are run again) and say so."""
+    stale = stale_runs(out_dir, runs)
+    for r, _ in stale:
+        for suffix in (".json", ".jobs.csv"):
+            (out_dir / "runs" / f"{r['key']}{suffix}").unlink(missing_ok=True)
+    if stale:
+        print(f"{len(stale)} finished runs in {out_dir / 'runs'} were made by another spec and run again "
+              f"(e.g. {stale[0][0]['key']}, {stale[0][1]})", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -296,66 +156,88 @@ def is_done(out_dir: str | os.PathLike, run: dict) -> bool:
 
 def sweep(runs: list[dict], out_dir: str | os.PathLike, workers: int = 2, mp_context: str = "spawn",
           progress: bool = True) -> dict:
-    """Execute the runs not yet done (in ``workers`` processes; 0 = in this process). Returns
-    {"executed": [keys], "skipped": [keys], "failed": {key: error}, "wall_s": float}."""
+    """Execute the runs not yet done (in ``workers`` processes; 0 = in this process) after checking that no
+    two collide; finished runs of another spec are run again. Every warning of the runs is printed once, with
+    the number of runs that raised it. Returns {"executed": [keys], "skipped": [keys], "failed": {key: error},
+    "warnings": {(category, text): runs}, "wall_s": float}."""
+    check_collisions(runs)
     out_dir = Path(out_dir)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
-    for stale in (out_dir / "runs").glob(".*.tmp"):  # left by a run killed mid-write
-        stale.unlink(missing_ok=True)
+    remove_stale_temps(out_dir / "runs")  # left by runs killed mid-write
+    _clear_stale(out_dir, runs)
     todo = [r for r in runs if not is_done(out_dir, r)]
     skipped = [r["key"] for r in runs if is_done(out_dir, r)]
     # longest first (bigger windows) for a better balance across workers
     todo.sort(key=lambda r: -int(r["env_kwargs"].get("window_jobs", 0) or 0))
-    executed, failed = [], {}
     t0 = time.perf_counter()
     from tqdm import tqdm
 
-    bar = tqdm(total=len(todo), desc="runs", unit="run", disable=not progress, dynamic_ncols=True)
-    if workers <= 0:
-        for r in todo:
-            try:
-                run_one(r, str(out_dir))
-                executed.append(r["key"])
-            except Exception as e:  # noqa: BLE001  (report and go on)
-                failed[r["key"]] = f"{type(e).__name__}: {e}"
-            bar.update(1)
-    elif todo:
-        from clustergym.eval import compare as _self  # the importable module, so the worker pickles by module name
-
-        ctx = multiprocessing.get_context(mp_context)
-        ex = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx)
-        try:
-            futs = {ex.submit(_self.run_one, r, str(out_dir)): r["key"] for r in todo}
-            for f in as_completed(futs):
-                k = futs[f]
+    res: dict = {"executed": [], "skipped": skipped, "failed": {}, "warnings": Counter()}
+    with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress, dynamic_ncols=True) as bar:
+        done = partial(_finished, res, bar)
+        if workers <= 0:
+            for r in todo:
                 try:
-                    f.result()
-                    executed.append(k)
-                except Exception as e:  # noqa: BLE001
-                    failed[k] = f"{type(e).__name__}: {e}"
-                bar.update(1)
-        except KeyboardInterrupt:  # Ctrl-C / SIGTERM: stop our workers; finished runs stay, the rest re-runs
-            procs = list((getattr(ex, "_processes", None) or {}).values())
-            ex.shutdown(wait=False, cancel_futures=True)
-            for p in procs:
-                if p.is_alive():
-                    p.terminate()
-            bar.close()
-            print(f"interrupted: {len(executed)} runs finished in this call; re-run the same command to resume",
-                  file=sys.stderr)
-            raise
-        ex.shutdown(wait=True)
-    bar.close()
-    for k, e in failed.items():
+                    done(r["key"], result=run_with_warnings(r, str(out_dir)))
+                except Exception as e:  # noqa: BLE001  (report and go on)
+                    done(r["key"], error=e)
+        elif todo:
+            _in_workers(todo, out_dir, workers, mp_context, done, res)
+    for (category, text), n in res["warnings"].items():
+        print(f"warning ({n} of {len(todo)} runs): {category}: {text}", file=sys.stderr)
+    for k, e in res["failed"].items():
         print(f"FAILED {k}: {e}", file=sys.stderr)
-    return {"executed": executed, "skipped": skipped, "failed": failed, "wall_s": time.perf_counter() - t0}
+    return {**res, "wall_s": time.perf_counter() - t0}
+
+
+def _finished(res: dict, bar, key: str, result: tuple | None = None, error: BaseException | None = None) -> None:
+    """Book one run's end: executed with its warnings (each counted once per run), or failed."""
+    if error is None:
+        res["executed"].append(key)
+        res["warnings"].update(set(result[1]))
+    else:
+        res["failed"][key] = f"{type(error).__name__}: {error}"
+    bar.update(1)
+
+
+def _in_workers(todo: list[dict], out_dir: Path, workers: int, mp_context: str, done, res: dict) -> None:
+    from clustergym.eval import compare as _self  # the importable module, so the worker pickles by module name
+
+    ex = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=multiprocessing.get_context(mp_context))
+    try:
+        futs = {ex.submit(_self.run_with_warnings, r, str(out_dir)): r["key"] for r in todo}
+        for f in as_completed(futs):
+            try:
+                done(futs[f], result=f.result())
+            except Exception as e:  # noqa: BLE001
+                done(futs[f], error=e)
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: stop our workers; finished runs stay, the rest re-runs
+        procs = list((getattr(ex, "_processes", None) or {}).values())
+        ex.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        print(f"interrupted: {len(res['executed'])} runs finished in this call; re-run the same command to resume",
+              file=sys.stderr)
+        raise
+    ex.shutdown(wait=True)
+
+
+class StaleRunsError(RuntimeError):
+    """Run files in the output folder that another spec made (re-aggregating them would show old numbers)."""
 
 
 def collect(out_dir: str | os.PathLike, runs: list[dict] | None = None):
-    """(episodes, jobs) DataFrames from the run files (only the given runs, or all of them)."""
+    """(episodes, jobs) DataFrames from the run files (only the given runs, or all of them); a given run whose
+    file holds another identity raises :class:`StaleRunsError`."""
     import pandas as pd
 
     rdir = Path(out_dir) / "runs"
+    stale = stale_runs(out_dir, runs) if runs is not None else []
+    if stale:
+        raise StaleRunsError(f"{len(stale)} of the {len(runs)} run files in {rdir} were made by another spec than "
+                             f"this one (e.g. {stale[0][0]['key']}, {stale[0][1]}): run the sweep (without "
+                             f"--report-only) to run them again, or give another --out")
     keys = [r["key"] for r in runs] if runs is not None else sorted(p.name[:-5] for p in rdir.glob("*.json"))
     rows, jobs = [], []
     for k in keys:
@@ -392,10 +274,14 @@ def aggregate(out_dir: str | os.PathLike, runs: list[dict] | None = None, refere
         reference = None
     long = stats.summarize(ep, reference=reference, bootstrap=bootstrap)
     atomic_write_csv(long, out_dir / "summary_long.csv")
-    wide_metrics = [m for m in report.TABLE_METRICS if m in ep.columns]
+    wide_metrics = [m for m in stats.TABLE_METRICS if m in ep.columns]
     wide = stats.wide_table(long, wide_metrics)
     atomic_write_csv(wide, out_dir / "summary.csv")
     atomic_write_text(out_dir / "summary.md", stats.to_markdown(wide))
+    iqm = None
+    if reference is not None and bootstrap:
+        iqm = stats.paired_iqm(ep, reference, [m for m in report.REL_METRICS if m in ep.columns], n_boot=bootstrap)
+        atomic_write_csv(iqm, out_dir / "summary_iqm.csv")
     load_long = None
     if "load" in ep.columns and ep.groupby("scenario_base")["load"].nunique().max() > 1:
         load_long = stats.summarize(ep, group=("scenario_base", "load", "policy"), reference=reference)
@@ -403,8 +289,9 @@ def aggregate(out_dir: str | os.PathLike, runs: list[dict] | None = None, refere
     figs = (plots.all_figures(ep, jb, long, load_long, out_dir / "figures", order=order, reference=reference)
             if figures else [])
     rep = report.write_report(out_dir, title=title, episodes=ep, long=long, figures=figs, reference=reference,
-                              notes=notes, meta=meta or {}, order=order)
-    return {"episodes": ep, "jobs": jb, "long": long, "load_long": load_long, "figures": figs, "report": rep}
+                              notes=notes, meta=meta or {}, order=order, iqm=iqm)
+    return {"episodes": ep, "jobs": jb, "long": long, "load_long": load_long, "iqm": iqm, "figures": figs,
+            "report": rep}
 
 
 # --------------------------------------------------------------------------- CLI
@@ -427,7 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--workers", type=int, default=2, help="worker processes (0 = in-process)")
     ap.add_argument("--mp-context", default="spawn", choices=("spawn", "forkserver", "fork"))
     ap.add_argument("--max-steps", type=int, default=None, help="env max_steps (truncation) for every run")
-    ap.add_argument("--bootstrap", type=int, default=0, help="also percentile-bootstrap intervals (resamples)")
+    ap.add_argument("--bootstrap", type=int, default=2000,
+                    help="resamples of the bootstrap intervals of interquartile means (0 = none)")
     ap.add_argument("--quick", action="store_true", help="experiments: a smoke-test size (1 seed, small windows)")
     ap.add_argument("--report-only", action="store_true", help="re-aggregate the run files already in --out")
     ap.add_argument("--no-figures", action="store_true")
@@ -439,51 +327,70 @@ def _sigterm(signum, frame):
     raise KeyboardInterrupt
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    a = build_parser().parse_args(argv)
-    import signal
-
-    signal.signal(signal.SIGTERM, _sigterm)
+def plan(a: argparse.Namespace) -> dict:
+    """The sweep the parsed command line asks for: out, runs, reference, title, notes, and the experiment."""
     from clustergym.eval import experiments
 
+    if a.experiment:
+        out = Path(a.out or f"results/{a.experiment}" + ("-quick" if a.quick else ""))
+        exp = experiments.get(a.experiment)(out, quick=a.quick, seeds=a.seeds)
+        return {"out": out, "runs": exp["runs"], "reference": exp.get("reference"), "title": exp["title"],
+                "notes": exp.get("notes", ""), "experiment": exp}
+    policies = [parse_policy(p) for p in a.policies]
+    labels = [p["label"] for p in policies]
+    if len(set(labels)) != len(labels):
+        raise SweepSpecError(f"duplicate policy labels {labels}: give labels as label=spec")
+    scenarios = expand_loads([parse_scenario(s) for s in a.scenarios], a.loads, a.load_mode)
+    common: dict = {}
+    for kv in a.set:
+        common = deep_merge(common, parse_kv(kv))
+    runs = make_runs(policies, scenarios, a.seeds if a.seeds is not None else [0, 1, 2], common, a.max_steps)
+    return {"out": Path(a.out or "results/sweep"), "runs": runs, "reference": a.reference,
+            "title": "Evaluation sweep", "notes": "", "experiment": None}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; SIGTERM stops it like Ctrl-C while it runs (the previous handler is restored)."""
+    import signal
+
+    previous = signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        return _main(build_parser().parse_args(argv), argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
     if a.list_experiments:
+        from clustergym.eval import experiments
+
         for name, fn in experiments.EXPERIMENTS.items():
             print(f"{name:16s} {(fn.__doc__ or '').strip().splitlines()[0]}")
         return 0
     t0 = time.perf_counter()
-    if a.experiment:
-        out = Path(a.out or f"results/{a.experiment}" + ("-quick" if a.quick else ""))
-        exp = experiments.get(a.experiment)(out, quick=a.quick, seeds=a.seeds)
-        runs, reference, title, notes = exp["runs"], exp.get("reference"), exp["title"], exp.get("notes", "")
-    else:
-        out = Path(a.out or "results/sweep")
-        policies = [parse_policy(p) for p in a.policies]
-        labels = [p["label"] for p in policies]
-        if len(set(labels)) != len(labels):
-            raise SystemExit(f"duplicate policy labels {labels}: give labels as label=spec")
-        scenarios = expand_loads([parse_scenario(s) for s in a.scenarios], a.loads, a.load_mode)
-        common: dict = {}
-        for kv in a.set:
-            common = deep_merge(common, parse_kv(kv))
-        runs = make_runs(policies, scenarios, a.seeds if a.seeds is not None else [0, 1, 2], common, a.max_steps)
-        reference, title, notes, exp = a.reference, "Evaluation sweep", "", None
-    print(f"{len(runs)} runs -> {out}", file=sys.stderr)
-    res = {"executed": [], "skipped": [], "failed": {}, "wall_s": 0.0}
-    if not a.report_only:
-        res = sweep(runs, out, workers=a.workers, mp_context=a.mp_context, progress=not a.no_progress)
-        print(f"executed {len(res['executed'])}, skipped {len(res['skipped'])} (already done), "
-              f"failed {len(res['failed'])} in {res['wall_s']:.1f} s", file=sys.stderr)
-    meta = {"command": "python eval/compare.py " + " ".join(sys.argv[1:] if argv is None else argv),
-            "runs": len(runs), "executed": len(res["executed"]), "sweep_wall_s": round(res["wall_s"], 1),
-            "workers": a.workers}
-    agg = aggregate(out, runs, reference=reference, title=title, notes=notes, figures=not a.no_figures,
-                    bootstrap=a.bootstrap, meta=meta)
-    if exp is not None and exp.get("claims"):
+    try:
+        p = plan(a)
+        out, runs = p["out"], p["runs"]
+        print(f"{len(runs)} runs -> {out}", file=sys.stderr)
+        res = {"executed": [], "skipped": [], "failed": {}, "wall_s": 0.0}
+        if not a.report_only:
+            res = sweep(runs, out, workers=a.workers, mp_context=a.mp_context, progress=not a.no_progress)
+            print(f"executed {len(res['executed'])}, skipped {len(res['skipped'])} (already done), "
+                  f"failed {len(res['failed'])} in {res['wall_s']:.1f} s", file=sys.stderr)
+        meta = {"command": "python eval/compare.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                "runs": len(runs), "executed": len(res["executed"]), "sweep_wall_s": round(res["wall_s"], 1),
+                "workers": a.workers}
+        agg = aggregate(out, runs, reference=p["reference"], title=p["title"], notes=p["notes"],
+                        figures=not a.no_figures, bootstrap=a.bootstrap, meta=meta)
+    except (SweepSpecError, StaleRunsError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if p["experiment"] is not None and p["experiment"].get("claims"):
         from clustergym.eval import report
 
-        claims = exp["claims"](agg)
-        report.write_claims(out, claims)
-    print(f"report: {agg['report']}  ({time.perf_counter() - t0:.1f} s total)", file=sys.stderr)
+        report.write_claims(out, p["experiment"]["claims"](agg))
+    print(f"results in {out} ({time.perf_counter() - t0:.1f} s): report.md, summary.md, summary_long.csv, "
+          f"episodes.csv, figures/, runs/", file=sys.stderr)
     return 1 if res["failed"] else 0
 
 

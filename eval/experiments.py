@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from .compare import expand_loads, make_runs, parse_policy, parse_scenario
+from .specs import expand_loads, make_runs, parse_policy, parse_scenario
 from .stats import fmt_num, fmt_pct, t_interval
 
 EXPERIMENTS: dict[str, Callable] = {}

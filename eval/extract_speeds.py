@@ -34,7 +34,6 @@ import csv
 import io
 import json
 import math
-import sys
 import tarfile
 from collections import Counter
 from pathlib import Path

@@ -1,13 +1,22 @@
-"""Figures of a sweep in the style of MLFS Figs. 4-5 (matplotlib, Agg backend, PNG).
+"""Figures of a sweep in the style of MLFS Figs. 4-5 (matplotlib, Agg backend), each written as PNG (150 dpi)
+and PDF side by side.
 
-- ``jct_cdf_<scenario>.png``: CDF of per-job JCT, one line per policy (all seeds pooled).
-- ``metrics_<scenario>.png``: bars with 95 % t-interval error bars per policy: mean JCT, deadline guarantee
-  ratio, mean waiting time, mean accuracy by deadline, accuracy guarantee ratio, bandwidth cost, decision
-  time per ``predict`` call (log scale), overload occurrences.
-- ``load_<base>.png``: the same metrics against the load factor x (one line per policy) for load sweeps.
+- ``jct_cdf_<scenario>``: CDF of per-job JCT in hours, one line per policy (all seeds pooled); every policy
+  has its own colour, line style and marker (markers staggered), so identical policies stay visible.
+- ``metrics_<scenario>``: bars with 95 % t-interval error bars per policy: mean JCT (h), deadline guarantee
+  ratio, mean waiting time (min), mean accuracy by deadline, accuracy guarantee ratio, cross-server traffic
+  (GB, or TB when the largest mean reaches 1 TB), decision time per ``predict`` call (µs, log scale),
+  overload occurrences.
+- ``load_<base>``: the same metrics against the load factor x (one line per policy, each shifted a little
+  sideways) for load sweeps, and ``load_rel_<base>`` their relative difference to the reference.
+
+Every interval drawn is clipped to its metric's feasible range by :func:`clipped_errors` (the one rule of
+every figure: times, traffic and counts >= 0; ratios and accuracies in [0, 1]); the tables keep the raw
+intervals. Linear axes show plain numbers, without the offset or ×10^k text that would overlap a title.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Sequence
 
@@ -17,50 +26,139 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-PANELS: tuple[tuple[str, str, float], ...] = (
-    ("mean_jct", "mean JCT (h)", 1 / 3600),
-    ("deadline_ratio", "deadline guarantee ratio", 1.0),
-    ("mean_waiting", "mean waiting time (h)", 1 / 3600),
-    ("mean_accuracy", "mean accuracy by deadline", 1.0),
-    ("accuracy_ratio", "accuracy guarantee ratio", 1.0),
-    ("bandwidth_mb", "bandwidth cost (GB cross-server)", 1 / 1024),
-    ("decision_mean_us", "decision time (µs / decision)", 1.0),
-    ("overload_occurrences", "overload occurrences", 1.0),
+from .files import atomic_write, safe_name  # noqa: E402
+
+DPI = 150
+FORMATS = ("png", "pdf")  # the PNG for reports, the PDF (vector) for papers
+
+# metric, panel title, unit (a key of :func:`unit_scale`)
+PANELS: tuple[tuple[str, str, str], ...] = (
+    ("mean_jct", "mean JCT", "h"),
+    ("deadline_ratio", "deadline guarantee ratio", ""),
+    ("mean_waiting", "mean waiting time", "min"),
+    ("mean_accuracy", "mean accuracy by deadline", ""),
+    ("accuracy_ratio", "accuracy guarantee ratio", ""),
+    ("bandwidth_mb", "cross-server traffic", "traffic"),
+    ("decision_mean_us", "decision time", "µs"),
+    ("overload_occurrences", "overload occurrences", ""),
 )
+# the metrics that are fractions (of jobs, or an accuracy); every other panel metric is a time, an amount of
+# traffic or a count, so >= 0
+UNIT_INTERVAL = frozenset({"deadline_ratio", "accuracy_ratio", "mean_accuracy"})
+SIGNED = frozenset({"episode_return"})  # and every objective_<name>
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 3)))
 
 
-def _colors(order: Sequence[str]) -> dict:
+def feasible_range(metric: str) -> tuple[float, float]:
+    """The values ``metric`` can take: [0, 1] for ratios and accuracies, unbounded for the return and the
+    objectives, [0, inf) for everything else (times, traffic, counts)."""
+    if metric in UNIT_INTERVAL:
+        return (0.0, 1.0)
+    if metric in SIGNED or metric.startswith("objective_"):
+        return (-math.inf, math.inf)
+    return (0.0, math.inf)
+
+
+def clipped_errors(metric: str, mean, lo, hi) -> np.ndarray:
+    """Error-bar lengths (2 x n: below, above ``mean``) of the intervals [lo, hi] clipped to ``metric``'s
+    feasible range; a missing bound (nan, e.g. one seed) draws no bar on that side."""
+    a, b = feasible_range(metric)
+    mean = np.asarray(mean, dtype=float)
+    lo = np.clip(np.where(np.isfinite(lo), lo, mean), a, b)
+    hi = np.clip(np.where(np.isfinite(hi), hi, mean), a, b)
+    return np.vstack([np.clip(mean - lo, 0, None), np.clip(hi - mean, 0, None)])
+
+
+def unit_scale(unit: str, largest: float) -> tuple[str, float]:
+    """(label, factor) turning a metric's own unit (seconds, MB) into ``unit``; ``"traffic"`` is GB, or TB
+    when ``largest`` (MB) reaches 1 TB."""
+    if unit == "h":
+        return "h", 1 / 3600
+    if unit == "min":
+        return "min", 1 / 60
+    if unit == "traffic":
+        return ("TB", 1e-6) if largest >= 1e6 else ("GB", 1e-3)
+    return unit, 1.0
+
+
+def _panel_title(title: str, unit: str) -> str:
+    return f"{title} ({unit})" if unit else title
+
+
+def styles(order: Sequence[str]) -> dict[str, dict]:
+    """Colour, line style and marker of every policy, in ``order`` (no two alike among the first 70)."""
     cmap = plt.get_cmap("tab10" if len(order) <= 10 else "tab20")
-    return {p: cmap(i % cmap.N) for i, p in enumerate(order)}
+    return {p: {"color": cmap(i % cmap.N), "marker": MARKERS[i % len(MARKERS)],
+                "linestyle": LINESTYLES[i % len(LINESTYLES)]} for i, p in enumerate(order)}
+
+
+def _plain_numbers(ax) -> None:
+    """Plain tick labels on the linear axes: no offset or ×10^k text above the axis."""
+    from matplotlib.ticker import ScalarFormatter
+
+    for axis in (ax.xaxis, ax.yaxis):
+        fmt = axis.get_major_formatter()
+        if isinstance(fmt, ScalarFormatter) and axis.get_scale() == "linear":
+            fmt.set_useOffset(False)
+            fmt.set_scientific(False)
 
 
 def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=90, bbox_inches="tight")
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    """Write ``fig`` as ``path`` (PNG) and beside it in every other format of :data:`FORMATS`; returns ``path``."""
+    try:
+        for fmt in FORMATS:
+            atomic_write(path.with_suffix(f".{fmt}"), lambda f, fmt=fmt: fig.savefig(f, format=fmt, dpi=DPI,
+                                                                                     bbox_inches="tight"),
+                         binary=True)
+        return path
+    finally:
+        plt.close(fig)
 
 
 def jct_cdf(jobs, scenario: str, path: Path, order: Sequence[str]) -> Path | None:
     d = jobs[(jobs["scenario"] == scenario)]
     if d.empty or "jct" not in d:
         return None
-    fig, ax = plt.subplots(figsize=(5.2, 3.6))
-    col = _colors(order)
-    for p in order:
+    fig, ax = plt.subplots(figsize=(5.6, 3.8))
+    sty = styles(order)
+    for i, p in enumerate(order):
         x = np.sort(d.loc[d["policy"] == p, "jct"].dropna().to_numpy() / 3600)
         if len(x) == 0:
             continue
-        ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post", label=p, color=col[p])
+        # markers every tenth of the axes' diagonal, each policy's shifted, so equal curves show every marker
+        ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post", label=p, lw=1.2, ms=4, alpha=0.9,
+                markevery=(0.1 * i / max(1, len(order)), 0.1), **sty[p])
     ax.set_xscale("log")
-    ax.set_xlabel("JCT (h, log)")
-    ax.set_ylabel("CDF of jobs")
-    ax.set_title(f"JCT CDF — {scenario}", fontsize=9)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("JCT (h, log scale)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title(f"JCT CDF: {scenario} (jobs of all seeds)", fontsize=9)
     ax.grid(alpha=0.3)
+    _plain_numbers(ax)
     ax.legend(fontsize=7, loc="lower right")
     return _save(fig, path)
+
+
+def _panel_unit(d, metric: str, unit: str) -> tuple[str, float]:
+    """The unit of a panel of ``metric`` in the long table ``d`` (traffic by the largest mean there)."""
+    means = d.loc[d["metric"] == metric, "mean"].to_numpy(float)
+    largest = float(np.nanmax(means)) if np.isfinite(means).any() else 0.0
+    return unit_scale(unit, largest)
+
+
+def _axes_grid(n: int, ncol: int, width: float, height: float):
+    nrow = int(np.ceil(n / ncol))
+    return plt.subplots(nrow, ncol, figsize=(width * ncol, height * nrow), squeeze=False)
+
+
+def _style_panel(ax, metric: str, title: str) -> None:
+    ax.set_title(title, fontsize=8)
+    if metric == "decision_mean_us":
+        ax.set_yscale("log")
+    ax.tick_params(axis="y", labelsize=7)
+    _plain_numbers(ax)
 
 
 def metric_bars(long, scenario: str, path: Path, order: Sequence[str], panels=PANELS) -> Path | None:
@@ -68,28 +166,39 @@ def metric_bars(long, scenario: str, path: Path, order: Sequence[str], panels=PA
     panels = [p for p in panels if p[0] in set(d["metric"])]
     if d.empty or not panels:
         return None
-    ncol = 4
-    nrow = int(np.ceil(len(panels) / ncol))
-    fig, axes = plt.subplots(nrow, ncol, figsize=(3.0 * ncol, 2.6 * nrow), squeeze=False)
-    col = _colors(order)
+    fig, axes = _axes_grid(len(panels), 4, 3.0, 2.7)
+    sty = styles(order)
     pols = [p for p in order if p in set(d["policy"])]
-    for ax, (m, label, scale) in zip(axes.flat, panels):
-        g = d[d["metric"] == m].set_index("policy")
-        means = np.array([g.loc[p, "mean"] * scale if p in g.index else np.nan for p in pols])
-        half = np.array([g.loc[p, "ci_half"] * scale if p in g.index else np.nan for p in pols])
-        ax.bar(range(len(pols)), means, yerr=np.nan_to_num(half), color=[col[p] for p in pols], capsize=2)
+    for ax, (m, title, unit) in zip(axes.flat, panels):
+        label, k = _panel_unit(d, m, unit)
+        g = d[d["metric"] == m].set_index("policy").reindex(pols)
+        mean = g["mean"].to_numpy(float)
+        err = clipped_errors(m, mean, g["ci_lo"].to_numpy(float), g["ci_hi"].to_numpy(float))
+        ax.bar(range(len(pols)), mean * k, yerr=err * k, color=[sty[p]["color"] for p in pols], capsize=2)
         ax.set_xticks(range(len(pols)))
         ax.set_xticklabels(pols, rotation=60, ha="right", fontsize=7)
-        ax.set_title(label, fontsize=8)
-        if m == "decision_mean_us":
-            ax.set_yscale("log")
-        ax.tick_params(axis="y", labelsize=7)
         ax.grid(axis="y", alpha=0.3)
+        _style_panel(ax, m, _panel_title(title, label))
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    fig.suptitle(f"{scenario}: mean ± 95% t-interval over seeds", fontsize=9)
+    fig.suptitle(f"{scenario}: mean ± 95% t-interval over seeds (clipped to each metric's range)", fontsize=9)
     fig.tight_layout()
     return _save(fig, path)
+
+
+def dodge(order: Sequence[str]) -> dict[str, float]:
+    """Per policy, a factor on the load x that shifts its points sideways by up to ±0.12 of a doubling on the
+    log2 load axis, so policies with equal values stand side by side instead of on top of each other."""
+    n = len(order)
+    return {p: 2.0 ** (0.24 * ((i / (n - 1)) - 0.5) if n > 1 else 0.0) for i, p in enumerate(order)}
+
+
+def _load_axis(ax, xs: Sequence[float], label: str) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([f"{x:g}" for x in xs], fontsize=7)
+    ax.set_xlabel(label, fontsize=7)
+    ax.grid(alpha=0.3)
 
 
 def load_curves(load_long, base: str, path: Path, order: Sequence[str], panels=PANELS) -> Path | None:
@@ -97,40 +206,29 @@ def load_curves(load_long, base: str, path: Path, order: Sequence[str], panels=P
     panels = [p for p in panels if p[0] in set(d["metric"])]
     if d.empty or d["load"].nunique() < 2:
         return None
-    ncol = 4
-    nrow = int(np.ceil(len(panels) / ncol))
-    fig, axes = plt.subplots(nrow, ncol, figsize=(3.0 * ncol, 2.5 * nrow), squeeze=False)
-    col = _colors(order)
-    for ax, (m, label, scale) in zip(axes.flat, panels):
+    fig, axes = _axes_grid(len(panels), 4, 3.0, 2.6)
+    sty, shift = styles(order), dodge(order)
+    xs = sorted(d["load"].unique())
+    for ax, (m, title, unit) in zip(axes.flat, panels):
+        label, k = _panel_unit(d, m, unit)
         g = d[d["metric"] == m]
         for p in order:
             gp = g[g["policy"] == p].sort_values("load")
             if gp.empty:
                 continue
-            y = gp["mean"].to_numpy(float) * scale
-            lo = np.nan_to_num(gp["ci_lo"].to_numpy(float) * scale, nan=0.0)
-            hi = np.nan_to_num(gp["ci_hi"].to_numpy(float) * scale, nan=0.0)
-            lo = np.maximum(lo, 0.0)  # every panel is a non-negative quantity
-            if m.endswith("_ratio"):
-                hi = np.minimum(hi, 1.0)
-            err = np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)])
-            ax.errorbar(gp["load"], y, yerr=err, label=p, color=col[p], marker="o", ms=3, lw=1, capsize=2, alpha=0.85)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(sorted(d["load"].unique()))
-        ax.set_xticklabels([f"{x:g}" for x in sorted(d["load"].unique())], fontsize=7)
-        ax.set_xlabel("load factor x (jobs per window × x)", fontsize=7)
-        ax.set_title(label, fontsize=8)
-        if m == "decision_mean_us":
-            ax.set_yscale("log")
-        ax.tick_params(axis="y", labelsize=7)
-        ax.grid(alpha=0.3)
-    return _finish_panels(fig, axes, len(panels), f"{base}: metrics over load (mean ± 95% t-interval)", path)
+            y = gp["mean"].to_numpy(float)
+            err = clipped_errors(m, y, gp["ci_lo"].to_numpy(float), gp["ci_hi"].to_numpy(float))
+            ax.errorbar(gp["load"] * shift[p], y * k, yerr=err * k, label=p, ms=3, lw=1, capsize=2, alpha=0.85, **sty[p])
+        _load_axis(ax, xs, "load factor x (jobs per window × x)")
+        _style_panel(ax, m, _panel_title(title, label))
+    return _finish_panels(fig, axes, len(panels), f"{base}: metrics over load (mean ± 95% t-interval, clipped to "
+                                                  f"each metric's range)", path)
 
 
 REL_PANELS: tuple[tuple[str, str], ...] = (
     ("mean_jct", "mean JCT"), ("deadline_ratio", "deadline guarantee ratio"),
     ("accuracy_ratio", "accuracy guarantee ratio"), ("mean_accuracy", "mean accuracy by deadline"),
-    ("bandwidth_mb", "bandwidth cost"), ("mean_waiting", "mean waiting time"))
+    ("bandwidth_mb", "cross-server traffic"), ("mean_waiting", "mean waiting time"))
 
 
 def load_rel_curves(load_long, base: str, path: Path, order: Sequence[str], reference: str) -> Path | None:
@@ -141,10 +239,8 @@ def load_rel_curves(load_long, base: str, path: Path, order: Sequence[str], refe
     if d.empty or d["load"].nunique() < 2 or "rel_diff" not in d:
         return None
     panels = [p for p in REL_PANELS if p[0] in set(d["metric"])]
-    ncol = 3
-    nrow = int(np.ceil(len(panels) / ncol))
-    fig, axes = plt.subplots(nrow, ncol, figsize=(3.4 * ncol, 2.6 * nrow), squeeze=False)
-    col = _colors(order)
+    fig, axes = _axes_grid(len(panels), 3, 3.4, 2.7)
+    sty, shift = styles(order), dodge(order)
     xs = sorted(d["load"].unique())
     for ax, (m, label) in zip(axes.flat, panels):
         g = d[d["metric"] == m]
@@ -152,16 +248,10 @@ def load_rel_curves(load_long, base: str, path: Path, order: Sequence[str], refe
             gp = g[g["policy"] == p].sort_values("load")
             if gp.empty or p == reference:
                 continue
-            y = 100 * gp["rel_diff"].to_numpy(float)
-            ax.plot(gp["load"], y, label=p, color=col[p], marker="o", ms=3, lw=1, alpha=0.9)
+            ax.plot(gp["load"] * shift[p], 100 * gp["rel_diff"].to_numpy(float), label=p, ms=3, lw=1, alpha=0.9, **sty[p])
         ax.axhline(0, color="k", lw=0.8)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(xs)
-        ax.set_xticklabels([f"{x:g}" for x in xs], fontsize=7)
-        ax.set_xlabel("load factor x", fontsize=7)
-        ax.set_title(f"{label}: (y − {reference})/{reference} %", fontsize=8)
-        ax.tick_params(axis="y", labelsize=7)
-        ax.grid(alpha=0.3)
+        _load_axis(ax, xs, "load factor x")
+        _style_panel(ax, m, f"{label}: (y − {reference})/{reference} %")
     return _finish_panels(fig, axes, len(panels),
                           f"{base}: relative difference of the seed means to {reference}, (y − z)/z (MLFS)", path)
 
@@ -179,8 +269,6 @@ def _finish_panels(fig, axes, n_used: int, title: str, path: Path) -> Path:
 
 def all_figures(episodes, jobs, long, load_long, fig_dir: Path, order: Sequence[str],
                 reference: str | None = None) -> list[Path]:
-    from clustergym.eval.compare import safe_name
-
     fig_dir = Path(fig_dir)
     out: list[Path] = []
     scen = list(dict.fromkeys(episodes["scenario"]))

@@ -5,10 +5,8 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+from .files import atomic_write_csv, atomic_write_text, safe_name
 
-TABLE_METRICS: tuple[str, ...] = ("mean_jct", "p99_jct", "deadline_ratio", "mean_accuracy", "accuracy_ratio",
-                                  "bandwidth_mb", "mean_waiting", "overload_occurrences", "migrations",
-                                  "unfinished", "decision_mean_us")
 REPORT_METRICS: tuple[str, ...] = ("mean_jct", "deadline_ratio", "mean_accuracy", "accuracy_ratio", "bandwidth_mb",
                                    "mean_waiting", "overload_occurrences", "decision_mean_us")
 REL_METRICS: tuple[str, ...] = ("mean_jct", "deadline_ratio", "accuracy_ratio", "bandwidth_mb")
@@ -38,9 +36,22 @@ def load_pivot(long, metric: str, order: Sequence[str]):
     return df
 
 
+def iqm_table(iqm, order: Sequence[str]):
+    """Policies x metrics table of "IQM [lo, hi]" (percent) of the paired relative differences."""
+    import pandas as pd
+
+    from .stats import fmt_pct
+
+    rows = []
+    for p in [p for p in order if p in set(iqm["policy"])]:
+        g = iqm[iqm["policy"] == p].set_index("metric")
+        rows.append({"policy": p, **{m: f"{fmt_pct(r['iqm'])} [{fmt_pct(r['iqm_lo'])}, {fmt_pct(r['iqm_hi'])}]"
+                                     for m, r in g.iterrows()}})
+    return pd.DataFrame(rows)
+
+
 def write_report(out_dir, title: str, episodes, long, figures: Sequence[Path], reference: str | None = None,
-                 notes: str = "", meta: dict | None = None, order: Sequence[str] | None = None) -> Path:
-    from .compare import atomic_write_text
+                 notes: str = "", meta: dict | None = None, order: Sequence[str] | None = None, iqm=None) -> Path:
     from .stats import summarize, to_markdown, wide_table
 
     out_dir = Path(out_dir)
@@ -73,14 +84,18 @@ def write_report(out_dir, title: str, episodes, long, figures: Sequence[Path], r
         wide["_o"] = wide["policy"].map({p: i for i, p in enumerate(order)})
         wide = wide.sort_values(["scenario", "_o"]).drop(columns="_o")
         lines += ["## Summary", "", to_markdown(wide), ""]
+    if iqm is not None and not iqm.empty:
+        lines += [f"## Interquartile mean of (y − {reference})/{reference} over all scenarios and seeds", "",
+                  "Per run, the relative difference to the reference on the same scenario and seed; the "
+                  "interquartile mean over the runs with a 95 % bootstrap interval stratified by scenario "
+                  "(Agarwal et al., 2021). `summary_iqm.csv` has the numbers.", "",
+                  to_markdown(iqm_table(iqm, order)), ""]
     lines += ["## Figures", ""]
     # one page: load curves first; of the per-scenario figures only those of load 1 (or all if no sweep)
     figs = [Path(f) for f in figures]
     keep = [f for f in figs if f.name.startswith("load_")]
     if loads > 1:
         ones = {s for s, x in zip(episodes["scenario"], episodes["load"]) if float(x) == 1.0}
-        from .compare import safe_name
-
         keep += [f for f in figs if not f.name.startswith("load_") and any(f.stem.endswith(safe_name(s)) for s in ones)]
     else:
         keep += [f for f in figs if not f.name.startswith("load_")]
@@ -99,7 +114,6 @@ def write_claims(out_dir, claims: list[dict]) -> Path:
     the report is re-written to include it."""
     import pandas as pd
 
-    from .compare import atomic_write_csv, atomic_write_text
     from .stats import to_markdown
 
     out_dir = Path(out_dir)

@@ -17,26 +17,22 @@ import argparse
 import sys
 import time
 
-import gymnasium as gym
 import numpy as np
 
 from clustergym import baselines
-import clustergym  # noqa: F401  (registers the ids)
+from clustergym.eval.rollout import predictor, rollout
+from clustergym.scenarios import make_env
 
 MLFS = "clustergym/MLFS80-Philly-v0"
 HETERO = "clustergym/Hetero-v0"
 
 
 def episode(env_id: str, name: str, seed: int, params: dict | None = None, max_steps: int = 50_000, **kw) -> dict:
-    env = gym.make(env_id, invalid_action="raise", max_steps=max_steps, **kw)
-    agent = baselines.make(name, env, **(params or {}))
-    obs, info = env.reset(seed=seed)
-    done = False
-    while not done:
-        a, _ = agent.predict(obs, action_masks=env.unwrapped.action_masks())
-        obs, _, term, trunc, info = env.step(a)
-        done = term or trunc
-    return dict(info["summary"], truncated=bool(trunc))
+    env = make_env(env_id, invalid_action="raise", max_steps=max_steps, **kw)
+    try:
+        return rollout(env, predictor(baselines.make(name, env, **(params or {})), env, name), seed)
+    finally:
+        env.close()
 
 
 def _fmt(v: float, kind: str) -> str:

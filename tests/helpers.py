@@ -36,3 +36,13 @@ def job(jid: int = 0, submit: float = 0.0, model: str = "toy", P: int = 1, R: in
     return JobSpec(job_id=jid, submit_time=submit, model=model, n_partitions=P, n_replicas=R, max_iterations=iters,
                    accuracy_requirement=acc_req, deadline=deadline, sync=sync, stop_option=stop,
                    comm_ps_mb=kw.pop("comm_ps_mb", 50.0), comm_worker_mb=kw.pop("comm_worker_mb", 50.0), **kw)
+
+
+def markdown_rows(md: str) -> list[list[str]]:
+    """The cells of every row of the Markdown tables in ``md`` (stripped; separator rows left out)."""
+    rows = []
+    for line in md.splitlines():
+        line = line.strip()
+        if line.startswith("|") and not set(line) <= set("|:- "):
+            rows.append([c.strip() for c in line.strip("|").split(" | ")])
+    return rows

@@ -12,8 +12,8 @@ import torch as th
 
 import clustergym  # noqa: F401
 from clustergym.agents.bc import agreement, behaviour_clone, collect, collect_dagger, disagreement_split, merge
-from clustergym.agents.evaluate import evaluate, make_env, paired_table, results_table, summarize, t95
 from clustergym.agents.policies import MASKED_LOGIT, masked_logits, overload_threshold, policy_spec
+from clustergym.scenarios import make_env
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_ID = "clustergym/GPUCluster-v0"
@@ -91,25 +91,6 @@ def test_bc_reproduces_mlfh_on_heldout_states():
     assert sum(split.values()) == pytest.approx(1 - agree)
 
 
-def test_t_interval_and_table():
-    assert t95(1) == pytest.approx(12.706, abs=1e-3) and t95(100) == pytest.approx(1.984, abs=0.002)
-    recs = [{"episode_return": x, "mean_jct": 10 * x} for x in (1.0, 2.0, 3.0)]
-    s = summarize(recs, ("episode_return", "mean_jct"))
-    assert s["episode_return"]["mean"] == pytest.approx(2.0)
-    assert s["episode_return"]["half"] == pytest.approx(4.303 * 1.0 / np.sqrt(3), rel=1e-4)
-    rows, md = results_table({"a": recs, "b": recs}, ("episode_return", "mean_jct"))
-    assert len(rows) == 4 and md.count("\n") == 3 and "± " in md
-
-
-def test_evaluate_heuristic_records():
-    recs = evaluate("mlf-h", ENV_ID, {"split": "test", "window_jobs": 10}, [1, 2], max_steps=400)
-    assert [r["seed"] for r in recs] == [1, 2]
-    for r in recs:
-        for k in ("episode_return", "steps", "mean_jct", "deadline_ratio", "accuracy_ratio", "bandwidth_mb",
-                  "migrations", "overload_occurrences", "truncated"):
-            assert k in r
-
-
 def test_saved_agent_reloads_in_subprocess_with_identical_actions(tmp_path):
     env = make_env(ENV_ID, {"split": "test", "window_jobs": 15})
     model = _model(env)
@@ -126,7 +107,7 @@ def test_saved_agent_reloads_in_subprocess_with_identical_actions(tmp_path):
     script = f"""
 import json, warnings, envs
 from clustergym.agents.io import load_agent
-from clustergym.agents.evaluate import make_env
+from clustergym.scenarios import make_env
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
     model = load_agent({str(tmp_path / 'agent.zip')!r})
@@ -163,25 +144,6 @@ def test_row_feature_columns_match_the_observation_layout():
         cols = job_columns(env.observation_space["tasks"].shape[1])
         assert [names[cols[k]] for k in ("urgency", "job_index", "slack", "placed")] == [
             "urgency", "job_index", "deadline_slack", "placed_share"]
-
-
-def test_paired_table_by_hand():
-    agent = [{"seed": s, "mean_jct_censored": j, "deadline_ratio": d} for s, j, d in
-             ((1, 100.0, 1.0), (2, 200.0, 0.9), (3, 300.0, 1.0))]
-    other = [{"seed": s, "mean_jct_censored": j, "deadline_ratio": d} for s, j, d in
-             ((3, 330.0, 1.0), (1, 100.0, 0.8), (2, 190.0, 0.9))]  # paired by seed, not by position
-    rows, md = paired_table({"agent": agent, "mlf-h": other})
-    jct = next(r for r in rows if r["metric"] == "mean_jct_censored")
-    # differences 0, +10, -30: mean -20/3, s = sqrt(((20/3)^2 + (50/3)^2 + (70/3)^2)/2), t(0.975, 2) = 4.303
-    s = np.sqrt(((20 / 3) ** 2 + (50 / 3) ** 2 + (70 / 3) ** 2) / 2)
-    assert jct["mean_diff"] == pytest.approx(-20 / 3)
-    assert jct["ci95_high"] - jct["mean_diff"] == pytest.approx(4.3027 * s / np.sqrt(3), rel=1e-4)
-    assert (jct["better"], jct["equal"], jct["worse"]) == (1, 1, 1)
-    dl = next(r for r in rows if r["metric"] == "deadline_ratio")
-    assert (dl["better"], dl["equal"], dl["worse"]) == (1, 2, 0)  # higher is better for deadlines
-    assert "| mlf-h | mean_jct_censored |" in md
-    with pytest.raises(ValueError, match="seed"):
-        paired_table({"agent": agent, "fifo": other[:2]})
 
 
 def test_separate_critic_encoder_trains_and_clones():

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 
 from clustergym import baselines
-from clustergym.baselines.base import Command, View, execute, ideal_host_order, job_fits, overloaded_resources, run, server_mask
+from clustergym.baselines.base import Candidates, Command, execute, ideal_host_order, job_fits, run, server_mask
 from clustergym.baselines.gavel import solve_max_min
 from clustergym.baselines.hlas import HLAS, eft_split, single_gpu_toy
 from clustergym.baselines.mlfs import MLFC, MLFH, loss_ratio
 from clustergym.baselines.tiresias import Tiresias, queue_index
 from clustergym.core.engine import SimConfig, Simulator
 from clustergym.core.hardware import ClusterSpec, ServerSpec
+from clustergym.core.view import ClusterView as V
 
 import helpers
 
@@ -36,7 +37,7 @@ def test_registry_names_and_defaults():
     assert baselines.available() == ["mlf-h", "mlfs-h+c", "hlas", "gavel", "tiresias", "gandiva", "graphene",
                                      "slaq", "hypersched", "fair", "fifo", "sjf", "edf", "random"]
     p = baselines.make("mlf-h")
-    assert (p.alpha, p.gamma, p.gamma_d, p.gamma_r, p.gamma_w, p.h_r, p.p_s) == (0.3, 0.8, 0.3, 0.3, 0.35, 0.9, 0.10)
+    assert (p.alpha, p.gamma, p.gamma_d, p.gamma_r, p.gamma_w, p.h_r, p.p_s) == (0.3, 0.8, 0.3, 0.3, 0.35, None, 0.10)
     assert p.use_urgency and p.use_deadline and p.migrate
     assert baselines.make("mlf-h", alpha=0.5, migrate=False).params()["alpha"] == 0.5
     for name in baselines.available():
@@ -81,20 +82,20 @@ def test_mlfh_priority_hand_computed_chain_dag():
     pc1 = 0.3 / d1 + 0.3 / r_h + 0.8 * pc2
     pc0 = 0.3 / d0 + 0.3 / r_h + 0.8 * pc1
     expect = [0.3 * p_ml0 + 0.7 * pc0, 0.3 * p_ml1 + 0.7 * pc1, 0.3 * p_ml2 + 0.7 * pc2]
-    assert pol.job_priorities(sim, job) == pytest.approx(expect, rel=1e-9)
+    assert pol.job_priorities(V(sim), job) == pytest.approx(expect, rel=1e-9)
     # ablations: no urgency divides the ML part by 5, no deadline removes the gamma_d terms
-    no_urg = MLFH(use_urgency=False).job_priorities(sim, job)
+    no_urg = MLFH(use_urgency=False).job_priorities(V(sim), job)
     assert no_urg[2] == pytest.approx(0.3 * p_ml2 / 5 + 0.7 * pc2)
-    no_dl = MLFH(use_deadline=False).job_priorities(sim, job)
+    no_dl = MLFH(use_deadline=False).job_priorities(V(sim), job)
     assert no_dl[2] == pytest.approx(0.3 * p_ml2 + 0.7 * (0.3 / r_h))
 
 
 def test_mlfh_ps_task_first_and_waiting_term():
     sim = make_sim([helpers.job(0, R=2, sync="ps")])
     first_decision(sim)
-    pr = MLFH().job_priorities(sim, sim.jobs[0])
+    pr = MLFH().job_priorities(V(sim), sim.jobs[0])
     assert math.isinf(pr[0]) and all(math.isfinite(p) for p in pr[1:])
-    cmd = MLFH().decide(sim)
+    cmd = MLFH().decide(V(sim))
     assert cmd.kind == "place" and cmd.tid == sim.jobs[0].tasks[0].tid
 
 
@@ -102,9 +103,9 @@ def test_mlfh_waiting_time_raises_priority():
     sim = make_sim([helpers.job(0), helpers.job(1, submit=0.0)])
     first_decision(sim)
     a, b = sim.jobs
-    base = MLFH().job_priorities(sim, b)[0]
+    base = MLFH().job_priorities(V(sim), b)[0]
     b.tasks[0].waited = 3600.0  # one hour in the queue: + (1 - alpha) * gamma_w * 1
-    assert MLFH().job_priorities(sim, b)[0] == pytest.approx(base + 0.7 * 0.35)
+    assert MLFH().job_priorities(V(sim), b)[0] == pytest.approx(base + 0.7 * 0.35)
 
 
 def test_ideal_host_prefers_least_utilised_and_neighbours():
@@ -112,23 +113,23 @@ def test_ideal_host_prefers_least_utilised_and_neighbours():
     first_decision(sim)
     sim.place(sim.jobs[0].tasks[0].tid, 0)  # server 0 busier
     t0, t1 = sim.jobs[1].tasks
-    mask = server_mask(sim, t0, "headroom")
-    order = ideal_host_order(sim, t0, mask)
+    mask = server_mask(V(sim), t0, "headroom")
+    order = ideal_host_order(V(sim), t0, mask)
     assert order[0] == 1 and order[-1] == 0  # least utilised first (ties by index)
     sim.place(t0.tid, 2)
     # t1's ring neighbour sits on server 2: the bandwidth term pulls it there
-    assert ideal_host_order(sim, t1, server_mask(sim, t1, "headroom"))[0] == 2
-    assert MLFH().decide(sim) == Command("place", t1.tid, 2)
+    assert ideal_host_order(V(sim), t1, server_mask(V(sim), t1, "headroom"))[0] == 2
+    assert MLFH().decide(V(sim)) == Command("place", t1.tid, 2)
 
 
 def test_mlfh_does_not_overload_a_gpu():
     # gpu_util 0.5: two tasks on one GPU = load 1.0 > h_r: MLF-H needs an idle or light GPU
     sim = make_sim([helpers.job(0), helpers.job(1)], cluster=helpers.cluster(1, gpus=1))
     first_decision(sim)
-    cmd = MLFH().decide(sim)
+    cmd = MLFH().decide(V(sim))
     execute(sim, cmd)
-    assert MLFH().decide(sim) is None  # the other task would overload the only GPU
-    assert baselines.make("gandiva").decide(sim) is not None  # Gandiva packs up to load 1.0
+    assert MLFH().decide(V(sim)) is None  # the other task would overload the only GPU
+    assert baselines.make("gandiva").decide(V(sim)) is not None  # Gandiva packs up to load 1.0
 
 
 def overloaded_sim():
@@ -144,17 +145,17 @@ def overloaded_sim():
 
 def test_mlfh_migrates_lowest_priority_task_to_ideal_host():
     sim = overloaded_sim()
-    cmd = MLFH().decide(sim, View.full(sim))
+    cmd = MLFH().decide(V(sim), Candidates.full(V(sim)))
     # p_s = 10% of 2 tasks -> 1 candidate: the lower-priority one (job 1, urgency 1), to server 1
     assert cmd == Command("migrate", sim.jobs[1].tasks[0].tid, 1)
-    assert MLFH(migrate=False).decide(sim, View.full(sim)) is None
+    assert MLFH(migrate=False).decide(V(sim), Candidates.full(V(sim))) is None
 
 
 def test_mlfh_requeues_when_no_destination():
     sim = overloaded_sim()
-    view = View.full(sim)
-    view.servers = np.array([0])  # no other destination in the window
-    assert MLFH().decide(sim, view) == Command("requeue", sim.jobs[1].tasks[0].tid)
+    cands = Candidates.full(V(sim))
+    cands.servers = np.array([0])  # no other destination in the window
+    assert MLFH().decide(V(sim), cands) == Command("requeue", sim.jobs[1].tasks[0].tid)
 
 
 def nic_sim(nics, servers_of_tasks):
@@ -173,17 +174,19 @@ def test_mlfh_nic_overload_migrates_only_towards_the_tasks_neighbours():
     # t1 and t3 on the 10 Mbit/s server 1, t0 and t2 on server 0: server 1's NIC is overloaded by the
     # job's own traffic. Moving t1 next to t0 and t2 removes two cross-server edges: allowed.
     sim = nic_sim((100.0, 0.01, 100.0), (0, 1, 0, 1))
-    assert [overloaded_resources(sim, s).tolist() for s in range(3)] == [[False] * 4, [False, False, False, True], [False] * 4]
-    assert MLFH().decide(sim, View.full(sim)) == Command("migrate", sim.jobs[0].tasks[1].tid, 0)
+    assert [V(sim).overloaded_resources(s).tolist() for s in range(3)] == [[False] * 4, [False, False, False, True], [False] * 4]
+    assert MLFH().decide(V(sim), Candidates.full(V(sim))) == Command("migrate", sim.jobs[0].tasks[1].tid, 0)
     # 3-partition chain, t0 on server 0, t1 and t2 on server 1, all NICs 10 Mbit/s: servers 0 and 1 are
     # NIC-overloaded. Any move of t1 or t2 keeps or adds cross-server edges (to the empty server 2 it
     # would spread the job over three servers, which the ideal host order alone picks): no migration,
     # and no requeue (a NIC overload is not cured by stopping one task).
     sim = nic_sim((0.01, 0.01, 0.01), (0, 1, 1))
-    assert overloaded_resources(sim, 1).tolist() == [False, False, False, True]
+    assert V(sim).overloaded_resources(1).tolist() == [False, False, False, True]
     t1 = sim.jobs[0].tasks[1]
-    assert MLFH()._host_order(sim, t1, View.full(sim), None, moving=True) == [2]
-    assert MLFH().decide(sim, View.full(sim)) is None
+    pol = MLFH()
+    pol.begin(V(sim))
+    assert pol._host_order(V(sim), t1, Candidates.full(V(sim)), None, moving=True) == [2]
+    assert MLFH().decide(V(sim), Candidates.full(V(sim))) is None
 
 
 def test_gandiva_moves_lowest_utilisation_job_to_lowest_load_gpu():
@@ -193,7 +196,7 @@ def test_gandiva_moves_lowest_utilisation_job_to_lowest_load_gpu():
     sim.place(sim.jobs[0].tasks[0].tid, 0, gpu=0)
     sim.place(sim.jobs[1].tasks[0].tid, 0, gpu=0)
     assert sim.cluster.overloaded[0]
-    assert baselines.make("gandiva").decide(sim, View.full(sim)) == Command("migrate", sim.jobs[1].tasks[0].tid, 1)
+    assert baselines.make("gandiva").decide(V(sim), Candidates.full(V(sim))) == Command("migrate", sim.jobs[1].tasks[0].tid, 1)
 
 
 # ------------------------------------------------------------------------------------------- MLF-C
@@ -248,8 +251,8 @@ def test_hlas_takes_fastest_gpu_type_tiresias_ignores_it():
     sim = make_sim([helpers.job(0)], cluster=hetero_cluster())
     first_decision(sim)
     t = sim.jobs[0].tasks[0]
-    assert HLAS().decide(sim) == Command("place", t.tid, 1)  # V100 (1 s) before K80 (4 s)
-    assert Tiresias().decide(sim) == Command("place", t.tid, 0)  # type-blind: lowest index
+    assert HLAS().decide(V(sim)) == Command("place", t.tid, 1)  # V100 (1 s) before K80 (4 s)
+    assert Tiresias().decide(V(sim)) == Command("place", t.tid, 0)  # type-blind: lowest index
 
 
 def test_hlas_least_attained_service_first():
@@ -257,7 +260,7 @@ def test_hlas_least_attained_service_first():
     first_decision(sim)
     a, b = sim.jobs
     a.iters = 5000  # 5000 s of average-GPU service: queue 2 of (600, 3600, 21600)
-    cmd = HLAS().decide(sim)
+    cmd = HLAS().decide(V(sim))
     assert sim.tasks[cmd.tid].job is b
 
 
@@ -265,16 +268,16 @@ def test_tiresias_queues_and_preemption():
     assert [queue_index(s, (3600.0,)) for s in (0, 3599, 3600, 1e9)] == [0, 0, 1, 1]
     sim = make_sim([helpers.job(0, iters=100_000), helpers.job(1, submit=100.0)], cluster=helpers.cluster(1, gpus=1))
     first_decision(sim)
-    run_cmd = Tiresias().decide(sim)
+    run_cmd = Tiresias().decide(V(sim))
     execute(sim, run_cmd)
     sim.jobs[0].running_time = 7200.0  # 2 GPU-hours: queue 1
     while sim.next_decision():
         if sim.jobs[1].state == sim.jobs[1].state.ACTIVE:
             break
     pol = Tiresias()
-    cmd = pol.decide(sim, View.full(sim, can_preempt=True))
+    cmd = pol.decide(V(sim), Candidates.full(V(sim), can_preempt=True))
     assert cmd == Command("preempt", jid=0)
-    assert Tiresias().decide(sim, View.full(sim, can_preempt=False)) is None  # env: non-preemptive
+    assert Tiresias().decide(V(sim), Candidates.full(V(sim), can_preempt=False)) is None  # env: non-preemptive
 
 
 # -------------------------------------------------------------------------------------- simple ones
@@ -295,17 +298,17 @@ def blocked_sim():
 
 def test_fifo_blocks_backfill_skips():
     sim = blocked_sim()
-    assert not job_fits(sim, sim.jobs[1])
-    assert baselines.make("fifo").decide(sim) is None
-    cmd = baselines.make("fifo", backfill=True).decide(sim)
+    assert not job_fits(V(sim), sim.jobs[1])
+    assert baselines.make("fifo").decide(V(sim)) is None
+    cmd = baselines.make("fifo", backfill=True).decide(V(sim))
     assert sim.tasks[cmd.tid].job is sim.jobs[2]
 
 
 def test_sjf_edf_orders():
     sim = make_sim([helpers.job(0, iters=500, deadline=2000.0), helpers.job(1, iters=50, deadline=9000.0)])
     first_decision(sim)
-    assert sim.tasks[baselines.make("sjf").decide(sim).tid].job.jid == 1
-    assert sim.tasks[baselines.make("edf").decide(sim).tid].job.jid == 0
+    assert sim.tasks[baselines.make("sjf").decide(V(sim)).tid].job.jid == 1
+    assert sim.tasks[baselines.make("edf").decide(V(sim)).tid].job.jid == 0
 
 
 def test_slaq_hypersched_fair_graphene_orders():
@@ -313,17 +316,17 @@ def test_slaq_hypersched_fair_graphene_orders():
     sim = make_sim(specs)
     first_decision(sim)
     # SLAQ: same loss reduction per tick, per GPU the 1-GPU job gains 4x more
-    assert sim.tasks[baselines.make("slaq").decide(sim).tid].job.jid == 1
+    assert sim.tasks[baselines.make("slaq").decide(V(sim)).tid].job.jid == 1
     # fair (DRF): smaller dominant share first
-    assert sim.tasks[baselines.make("fair").decide(sim).tid].job.jid == 1
+    assert sim.tasks[baselines.make("fair").decide(V(sim)).tid].job.jid == 1
     # Graphene: the 2-stage chain (descendants) before a single task
     sim2 = make_sim([helpers.job(0), helpers.job(1, P=2)])
     first_decision(sim2)
-    assert sim2.tasks[baselines.make("graphene").decide(sim2).tid].job.jid == 1
+    assert sim2.tasks[baselines.make("graphene").decide(V(sim2)).tid].job.jid == 1
     # HyperSched: a job that can still finish before its deadline before one that cannot
     sim3 = make_sim([helpers.job(0, iters=5000, deadline=1000.0), helpers.job(1, iters=500, deadline=5000.0)])
     first_decision(sim3)
-    assert sim3.tasks[baselines.make("hypersched").decide(sim3).tid].job.jid == 1
+    assert sim3.tasks[baselines.make("hypersched").decide(V(sim3)).tid].job.jid == 1
 
 
 def test_random_is_seeded_and_valid():
@@ -332,7 +335,7 @@ def test_random_is_seeded_and_valid():
         pol = baselines.make("random", seed=seed)
         out = []
         while sim.next_decision():
-            while (cmd := pol.decide(sim)) is not None:
+            while (cmd := pol.decide(V(sim))) is not None:
                 pol.observe(sim, cmd)
                 execute(sim, cmd)
                 out.append(cmd)
@@ -388,9 +391,9 @@ def test_gavel_places_on_allocated_type():
     sim = make_sim([helpers.job(0)], cluster=hetero_cluster())
     first_decision(sim)
     pol = baselines.make("gavel")
-    cmd = pol.decide(sim)
+    cmd = pol.decide(V(sim))
     assert cmd.server == 1 and pol.solves == 1  # alone, the LP gives it the V100s (4x faster)
-    assert pol.decide(sim) == cmd and pol.solves == 1  # cached while the job set is unchanged
+    assert pol.decide(V(sim)) == cmd and pol.solves == 1  # cached while the job set is unchanged
 
 
 # ------------------------------------------------------------------------------ core driver, all policies

@@ -38,43 +38,49 @@ def check_simulator(sim) -> None:
               | (np.add.reduceat(shared_hot, c.server_first_gpu) > 0))
     np.testing.assert_array_equal(c.overloaded, expect)
     np.testing.assert_array_equal(c.server_idle_gpus, np.add.reduceat(c.gpu_n_tasks == 0, c.server_first_gpu))
-    # the engine's Python copies of cluster arrays
-    for copy, array in (("_cpu_alloc", c.cpu_alloc), ("_mem_alloc", c.mem_alloc), ("_gpu_mem_used", c.gpu_mem_used),
-                        ("_max_free_gpu_mem", c.server_max_free_gpu_mem), ("_gpu_load", c.gpu_load),
-                        ("_cpu_use", c.cpu_use), ("_mem_use", c.mem_use), ("_net", c.net_mbps), ("_over", c.overloaded)):
-        assert getattr(sim, copy) == array.tolist(), copy
+    # the resources' Python copies of cluster arrays
+    res = sim.resources
+    for name in ("cpu_alloc", "mem_alloc", "gpu_mem_used", "max_free_gpu_mem", "gpu_load", "cpu_use", "mem_use", "net",
+                 "overloaded"):
+        mirrored = getattr(res, name)
+        assert mirrored.values == mirrored.array.tolist(), name
+    assert res.overloaded.array is c.overloaded and res.net.array is c.net_mbps and res.gpu_load.array is c.gpu_load
     np.testing.assert_array_equal(c.gpu_n_tasks, [len(t) for t in c.gpu_tasks])
     np.testing.assert_array_equal(c.gpu_n_jobs, [len({t.job for t in ts}) for ts in c.gpu_tasks])
     # per-GPU (job, utilisation) lists: the jobs in order of first appearance, each at its busiest task
     for g in range(c.n_gpus):
-        if sim._gpu_jobs[g] is not None:
+        if res._gpu_jobs[g] is not None:
             per_job = {}
             for t in c.gpu_tasks[g]:
                 per_job[t.job] = max(per_job.get(t.job, 0.0), t.t.gpu_util)
-            assert sim._gpu_jobs[g] == tuple(per_job.items())
+            assert res._gpu_jobs[g] == tuple(per_job.items())
+    # cached usage layouts: what the running tasks give
+    for job, layout in res._layout.items():
+        assert layout == res._usage_layout(job)
     for s in range(c.n_servers):
         assert c.tasks_by_id(s) == tuple(sorted(c.server_tasks[s], key=lambda t: t.tid))
         gpus = c.server_gpus(s)
         assert c.server_max_free_gpu_mem[s] == max(c.gpu_mem_cap[g] - c.gpu_mem_used[g] for g in gpus)
     for job in sim.jobs:
-        if job.plan is None:
+        p = job._pace
+        if p.plan is None:
             continue
         servers = [t.server for t in job.tasks]
         gpus = [t.gpu for t in job.tasks]
-        assert job.slots == list(zip(servers, gpus))
-        assert job.unit_compute == [t.t.compute_share * job.model.iter_time(c.gpu_type[t.gpu]) if t.gpu >= 0 else 0.0
-                                    for t in job.tasks]
+        assert p.slots == list(zip(servers, gpus))
+        assert p.unit_compute == [t.t.compute_share * job.model.iter_time(c.gpu_type[t.gpu]) if t.gpu >= 0 else 0.0
+                                  for t in job.tasks]
         fresh = placement_plan([t.t for t in job.tasks], job.spec, servers, gpus, c.intra_gbps, c.nic_gbps)
-        assert job.plan == fresh
-        for slow, T in job.iter_times.items():  # cached iteration times of this placement
-            assert T == critical_time(fresh, job.unit_compute, slow)
+        assert p.plan == fresh
+        for slow, T in p.iter_times.items():  # cached iteration times of this placement
+            assert T == critical_time(fresh, p.unit_compute, slow)
     for job in sim.active_jobs.values():
-        assert job.cross_servers == {s for pair in job.cross_mb_per_iter for s in pair}
+        assert job._pace.cross_servers == {s for pair in job._pace.cross for s in pair}
     # NIC load = sum over progressing jobs of their cross-server bytes x rate (summed in another order)
     net = np.zeros(c.n_servers)
     for job in sim.active_jobs.values():
         if job.rate > 0 and job.fully_placed:
-            for (a, b), mb in job.cross_mb_per_iter.items():
+            for (a, b), mb in job._pace.cross.items():
                 net[a] += mb * job.rate
                 net[b] += mb * job.rate
     np.testing.assert_allclose(c.net_mbps, net, rtol=1e-9, atol=1e-6)

@@ -187,7 +187,7 @@ def test_gang_timeout_releases_a_partial_placement():
     sim.config.decide_on = "always"
     while sim.now < 300.0:
         sim.next_decision()
-    assert parent.state == TaskState.WAITING and parent.job.gang_releases == 1
+    assert parent.state == TaskState.WAITING and parent.job.record.gang_releases == 1
 
 
 def random_driver(seed):
@@ -251,9 +251,9 @@ def test_conservation_under_random_commands():
     assert s["finished"] == 30
     # every task ran on a GPU after its parents: a job only progresses fully placed, and ends DONE
     assert all(t.state == TaskState.DONE for t in sim.tasks)
-    assert all(j.end_time >= j.spec.submit_time for j in sim.jobs)
+    assert all(j.record.end_time >= j.spec.submit_time for j in sim.jobs)
     # rewards' integral equals the sum of JCTs
-    assert sim.metrics.jobs_in_system_integral == pytest.approx(sum(j.end_time - j.spec.submit_time for j in sim.jobs))
+    assert sim.metrics.jobs_in_system_integral == pytest.approx(sum(j.record.end_time - j.spec.submit_time for j in sim.jobs))
 
 
 def test_same_seed_gives_identical_records_and_different_seeds_differ():

@@ -23,9 +23,9 @@ def test_preemption_rows_only_allow_back_to_the_queue_and_suspend_the_job():
             m = u.action_masks().reshape(-1)[:-1].reshape(u.W, u.K + 1)
             assert not m[r, :u.K].any() and m[r, u.K]
             job = u.window.tasks[r].job
-            before = job.preemptions
+            before = job.record.preemptions
             env.step(u.window.encode(r, u.K))
-            assert job.preemptions == before + 1 and job.n_placed == 0
+            assert job.record.preemptions == before + 1 and job.n_placed == 0
             seen += 1
             if seen >= 3:
                 break

@@ -11,8 +11,10 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from clustergym import kernels
+from clustergym.core import placement
+from clustergym.core.resources import FIT_EPS, fits
 
-_EPS = 1e-9
+_EPS = FIT_EPS  # the env passes the core's
 
 
 @settings(max_examples=200, deadline=None)
@@ -113,6 +115,21 @@ def test_destinations_match_numpy(seed, S, K):
     assert ocd == rocd
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 300), st.integers(1, 40))
+def test_destinations_use_the_core_ideal_host_rule(seed, S, K):
+    """The kernel's distances are MLFS's ideal-host distances (clustergym.core.placement) of the clipped
+    utilisation, the ideal taken over the servers that are not overloaded (all when none or all are)."""
+    c = _cluster(seed, S)
+    k, U, dist, dest, _, _ = _run_destinations(c, K)
+    over = c["over"]
+    cand = np.flatnonzero(~over) if 0 < over.sum() < S else np.arange(S)
+    ideal = placement.ideal_host(U, cand)
+    np.testing.assert_array_equal(dist, np.sqrt(placement.host_distances(U, ideal)))
+    if S > K:  # the nearest K, ties by index: the rule's order over all servers from that ideal
+        assert dest.tolist() == np.lexsort((np.arange(S), dist))[:K].tolist()
+
+
 def _reference_fit(tids, demand, free, k, n_mig, n_over, own, over, dest, W, K):
     """The env's numpy mask code before the kernel (fit by nominal demand, migration rules)."""
     m2 = np.zeros((W, K + 1), bool)
@@ -158,6 +175,29 @@ def test_fit_mask_matches_numpy(seed, S, K, n_rows):
     np.testing.assert_array_equal(m2, rm2)
     assert not mask[-1]  # the caller's cell: untouched
     assert n_fit == int(rok[n_mig:].any(axis=1).sum())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 60), st.integers(1, 12), st.integers(1, 40))
+def test_fit_mask_is_the_core_fit_rule(seed, S, K, n_rows):
+    """A waiting row fits a destination exactly when the core's fit rule says so for GPU memory (none for a
+    PS), CPU cores and memory."""
+    rng = np.random.default_rng(seed)
+    c = _cluster(seed, S)
+    k, _, _, dest, free, _ = _run_destinations(c, K)
+    demand = np.stack((rng.choice([0.0, 4.0, 16.0, 48.0], n_rows), rng.choice([1.0, 8.0, 40.0], n_rows),
+                       rng.choice([8.0, 100.0, 400.0], n_rows)), axis=1)
+    demand[rng.random(n_rows) < 0.2, 0] = -np.inf
+    demand[: n_rows // 2, 1] = free[1, 0] + rng.choice([-1e-10, 0.0, 1e-10, 1e-8])  # at the eps boundary
+    tids = np.arange(n_rows, dtype=np.int64)
+    m2 = np.zeros((n_rows, K + 1), bool)
+    ok = np.empty((n_rows, K + 1), bool)
+    kernels.fit_mask(tids, demand, free, k, FIT_EPS, 0, 0, np.full(n_rows, -1, np.int64), c["over"], dest, m2, ok)
+    for r in range(n_rows):
+        g, cpu, mem = demand[r]
+        for col in range(k):
+            gpu_ok = True if g == -np.inf else fits(free[0, col], g)
+            assert ok[r, col] == (gpu_ok and fits(free[1, col], cpu) and fits(free[2, col], mem)), (r, col)
 
 
 @settings(max_examples=150, deadline=None)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from clustergym import baselines
-from clustergym.agents.evaluate import make_env
+from clustergym.scenarios import make_env
 from clustergym.agents.relative_reward import RelativeToHeuristic
 
 ENV_ID = "clustergym/GPUCluster-v0"

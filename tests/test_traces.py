@@ -320,3 +320,15 @@ def test_documented_yaml_example_parses(tmp_path):
               "a,2020-01-01 00:00:00,2020-01-01 01:00:00,4,bert,\n")
     df = T.load_csv(p, m)
     assert df.iloc[0][["duration", "n_gpus", "model", "cluster", "urgency"]].tolist() == [3600.0, 4, "bert", "default", 5]
+
+
+@pytest.mark.parametrize("loader, text", [
+    (T.load_philly, HEADER),
+    (T.load_pollux_workload, "name,time,application,num_replicas,batch_size\n"),
+    (lambda p: T.load_csv(p, {"columns": {"submit_time": "t", "n_gpus": "g", "duration": "d"}}), "t,g,d\n"),
+])
+def test_header_only_trace_is_an_error_naming_the_file(tmp_path, loader, text):
+    p = write(tmp_path / "header_only.csv", text)
+    with pytest.raises(TraceError, match="no data rows") as e:
+        loader(p)
+    assert e.value.file == str(p)

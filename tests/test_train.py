@@ -1,29 +1,30 @@
 """train/ppo.py: smoke run of the real script (tiny settings), resume, config checks."""
 from __future__ import annotations
 
-import importlib.util
+import re
+import warnings
 from pathlib import Path
 
 import pytest
 import yaml
 
+from clustergym.agents.io import PICKLE_WARNING
+from clustergym.config import OBJECTIVE_NAMES, ConfigError
+from clustergym.train import ppo
+from clustergym.train.config import load_config
+from helpers import markdown_rows
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _ppo():
-    spec = importlib.util.spec_from_file_location("train_ppo", ROOT / "train" / "ppo.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-ppo = _ppo()
 
 TINY = {"env": {"window_jobs": 10}, "train_max_steps": 100, "timesteps": 256, "n_steps": 128, "batch_size": 64, "n_epochs": 1,
         "bc_steps": 20, "bc_episodes": 2, "bc_holdout_episodes": 1, "bc_dagger_rounds": 1, "bc_dagger_episodes": 1,
         "bc_dagger_steps": 10, "bc_dagger_max_steps": 100, "eval_freq": 128, "eval_episodes": 1,
         "eval_max_steps": 100, "final_eval_episodes": 2, "final_eval_max_steps": 100,
         "final_baselines": ["fifo", "mlf-h"], "progress_bar": False}
+
+
+def _cfg(overrides=None, config_file=None):
+    return load_config(config_file, overrides)
 
 
 def _scalars(tb_dir: Path) -> dict[str, list]:
@@ -34,18 +35,33 @@ def _scalars(tb_dir: Path) -> dict[str, list]:
     return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
 
 
-def test_smoke_run_writes_everything(tmp_path):
-    cfg = ppo.build_config({**TINY, "out": str(tmp_path / "run")})
+def test_smoke_run_writes_everything(tmp_path, capsys):
+    cfg = _cfg({**TINY, "out": str(tmp_path / "run"), "log_every": 1, "progress_bar": True})
     res = ppo.train(cfg)
     out = Path(res["out"])
+    captured = capsys.readouterr()
+    console = captured.out.splitlines()
+    for bar in ("expert rollouts", "held-out rollouts", "BC", "DAgger 1/1 rollouts", "DAgger 1/1 BC", "PPO", "eval",
+                "agent", "mlf-h"):  # every phase's progress bar (on stderr)
+        assert re.search(rf"\r{bar}: +\d+%", captured.err), bar
+    # the run folder and a TensorBoard command that needs no activated venv come first
+    assert console[0] == f"Run folder: {out}"
+    tb = console[1].removeprefix("TensorBoard: ").split()
+    assert tb[0].endswith("tensorboard") and Path(tb[0]).exists() and tb[1:] == ["--logdir", str(out / "tb")]
+    # every line fits 100 columns (but for the run folder's path itself); the last ones say where results are
+    assert [line for line in console if len(line.replace(str(out), "")) > 100] == []
+    assert any(line.startswith("[256/256 steps") for line in console)  # the status line of training episodes
+    done = console.index(f"Done. Results in {out}:")
+    assert "results.md" in console[done + 1] and console[-1] == console[1].replace("TensorBoard", "  TensorBoard")
+    table = markdown_rows("\n".join(console[:done]))
+    assert table[0][:3] == ["policy", "return", "JCT (h)"] and len(table[0]) <= 6  # the compact table
     for f in ("config.yaml", "final_model.zip", "best_model.zip", "results.csv", "paired.csv", "results.md", "episodes.csv",
               "bc.json", "checkpoints/last.zip", "state.json"):
         assert (out / f).exists(), f
-    md = (out / "results.md").read_text()
-    for p in ("agent", "fifo", "mlf-h"):
-        assert f"| {p} |" in md
-    assert "mean_jct" in md and "deadline_ratio" in md
-    assert "| mlf-h | mean_jct_censored |" in md  # the paired comparison
+    rows = markdown_rows((out / "results.md").read_text())
+    assert {"agent", "fifo", "mlf-h"} <= {r[0] for r in rows}
+    assert "mean_jct" in rows[0] and "deadline_ratio" in rows[0]
+    assert ["mlf-h", "mean_jct_censored"] in [r[:2] for r in rows]  # the paired comparison
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert saved["timesteps"] == 256 and saved["env"] == {"window_jobs": 10}
     tags = _scalars(out / "tb" / "ppo_1")
@@ -56,15 +72,19 @@ def test_smoke_run_writes_everything(tmp_path):
 
 def test_resume_continues_steps_and_logs(tmp_path, capsys):
     out = tmp_path / "run"
-    cfg = ppo.build_config({**TINY, "timesteps": 512, "bc_steps": 0, "final_eval_episodes": 1,
-                            "final_baselines": ["mlf-h"], "out": str(out)})
+    cfg = _cfg({**TINY, "timesteps": 512, "bc_steps": 0, "final_eval_episodes": 1, "final_baselines": ["mlf-h"],
+                "out": str(out)})
     first = ppo.train(cfg, stop_at=256)
     assert first["interrupted"] and first["num_timesteps"] == 256
     before = _scalars(out / "tb" / "ppo_1")
     with pytest.raises(SystemExit):  # flags that differ from the saved config are refused
         ppo.main(["--resume", str(out), "--seed", "7"])
     assert "refuses" in capsys.readouterr().err
-    res = ppo.main(["--resume", str(out), "--no-progress"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = ppo.main(["--resume", str(out), "--no-progress"])
+    # the checkpoint and then the best model are loaded: the warning that zips run code is shown once
+    assert [str(w.message) for w in caught].count(PICKLE_WARNING) == 1
     assert not res["interrupted"] and res["num_timesteps"] == 512
     assert not (out / "tb" / "ppo_2").exists()  # same TensorBoard run continued
     after = _scalars(out / "tb" / "ppo_1")
@@ -81,30 +101,30 @@ def test_resume_continues_steps_and_logs(tmp_path, capsys):
 def test_config_rejects_unknown_keys(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text("timesteps: 10\nlearning_rat: 0.1\n")
-    with pytest.raises(ppo.ConfigError, match="learning_rat"):
-        ppo.build_config(None, str(f))
-    with pytest.raises(ppo.ConfigError, match="5 values"):
-        ppo.build_config({"reward_weights": "1,2,3"})
-    assert ppo.build_config({"reward_weights": "1,0,0,0,0"})["reward_weights"] == [1.0, 0, 0, 0, 0]
+    with pytest.raises(ConfigError, match="learning_rat"):
+        _cfg(None, str(f))
+    n = len(OBJECTIVE_NAMES)
+    with pytest.raises(ConfigError, match=f"{n} values"):
+        _cfg({"reward_weights": "1,2,3"})
+    assert _cfg({"reward_weights": ",".join(["1"] + ["0"] * (n - 1))}).reward_weights == [1.0] + [0.0] * (n - 1)
 
 
 @pytest.mark.parametrize("key,value", [("final_eval_episodes", -1), ("eval_episodes", 0), ("n_envs", 0),
                                        ("timesteps", 1.5), ("batch_size", "64"), ("bc_steps", True)])
 def test_config_rejects_bad_counts(key, value):
-    with pytest.raises(ppo.ConfigError, match=rf"{key} must be an integer >= \d, got {value!r}"):
-        ppo.build_config({key: value})
+    with pytest.raises(ConfigError, match=rf"{key} must be an integer >= \d, got {value!r}"):
+        _cfg({key: value})
 
 
 def test_config_count_dependencies_and_none_caps():
-    with pytest.raises(ppo.ConfigError, match="bc_episodes must be >= 1"):
-        ppo.build_config({"bc_episodes": 0})
-    assert ppo.build_config({"bc_episodes": 0, "bc_steps": 0, "train_max_steps": None})["train_max_steps"] is None
+    with pytest.raises(ConfigError, match="bc_episodes must be >= 1"):
+        _cfg({"bc_episodes": 0})
+    assert _cfg({"bc_episodes": 0, "bc_steps": 0, "train_max_steps": None}).train_max_steps is None
 
 
 def test_no_final_table(tmp_path):
     out = tmp_path / "run"
-    res = ppo.train(ppo.build_config({**TINY, "timesteps": 128, "bc_steps": 0, "final_eval_episodes": 0,
-                                      "out": str(out)}))
+    res = ppo.train(_cfg({**TINY, "timesteps": 128, "bc_steps": 0, "final_eval_episodes": 0, "out": str(out)}))
     assert res["results_md"] is None and res["num_timesteps"] == 128
     assert (out / "final_model.zip").exists() and not (out / "results.md").exists()
 
@@ -118,6 +138,43 @@ def test_help_lists_flags(capsys):
         assert flag in text
 
 
+def test_every_setting_has_a_flag_read_as_its_type():
+    from clustergym.train.config import FIELDS, config_from_args, make_parser
+
+    parser = make_parser()
+    flags = {o for a in parser._actions for o in a.option_strings}
+    assert {"--" + f.replace("_", "-") for f in FIELDS if f != "progress_bar"} | {"--no-progress"} <= flags
+    args = parser.parse_args(["--bc-episodes", "2", "--learning-rate", "3e-5", "--target-kl", "none",
+                              "--net-arch", "[64, 32]", "--share-encoder", "false", "--env", "{window_jobs: 10}",
+                              "--final-baselines", "[fifo]", "--train-max-steps", "None", "--no-progress"])
+    cfg, resume = config_from_args(args)
+    assert not resume and cfg.bc_episodes == 2 and cfg.learning_rate == 3e-5 and cfg.target_kl is None
+    assert cfg.net_arch == [64, 32] and cfg.share_encoder is False and cfg.env == {"window_jobs": 10}
+    assert cfg.final_baselines == ["fifo"] and cfg.train_max_steps is None and cfg.progress_bar is False
+    assert config_from_args(parser.parse_args([]))[0] == load_config()  # no flag: the defaults
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--bc-episodes", "two"])
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"select_metric": "mean_jt"}, "select_metric: metric 'mean_jt' has no better direction"),
+    ({"select_metric": "jobs"}, "select_metric: metric 'jobs' has no better direction"),
+    ({"expert": "mlf-x"}, "expert: 'mlf-x' is not a heuristic"),
+    ({"final_baselines": ["fifo", "nope"]}, "final_baselines: 'nope' is not a heuristic"),
+    ({"eval_baselines": "fifo"}, "eval_baselines must be a list"),
+    ({"learning_rate": "3e-5"}, "write 3.0e-5"),
+    ({"gamma": 1.5}, r"gamma must be in \(0, 1\]"),
+    ({"clip_range": float("nan")}, "clip_range must be a finite number"),
+    ({"reward_weights": [1, 0, 0, 0, float("inf")]}, "all finite"),
+    ({"scenario": "clustergym/Nope-v0"}, "not a registered env id"),
+    ({"net_arch": [64, 0]}, "net_arch must be a list of layer widths"),
+    ({"share_encoder": "yes"}, "share_encoder must be true or false"),
+    ({"seed": -1}, "seed must be an integer >= 0")])
+def test_config_rejects_bad_values_by_name(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        _cfg(overrides)
+
+
 def test_checkpoint_selection_cannot_be_won_by_leaving_jobs_unfinished():
     # a run that leaves jobs waiting until the step cap has a flattering censored JCT; it must still lose
     leaves_jobs = ppo.selection_score({"unfinished": 2.0, "mean_jct_censored": 900.0, "episode_return": -1.0},
@@ -129,16 +186,19 @@ def test_checkpoint_selection_cannot_be_won_by_leaving_jobs_unfinished():
     # higher-is-better metrics are negated so that smaller is always better
     assert ppo.selection_score({"deadline_ratio": 0.9}, "deadline_ratio") < ppo.selection_score(
         {"deadline_ratio": 0.8}, "deadline_ratio")
+    # a missing or NaN value (e.g. no job ended) ranks last in either direction, never first
+    for metric, value in (("deadline_ratio", 0.1), ("mean_jct_censored", 1e9)):
+        assert ppo.selection_score({metric: value}, metric) < ppo.selection_score({metric: float("nan")}, metric)
+        assert ppo.selection_score({metric: value}, metric) < ppo.selection_score({}, metric)
 
 
 def test_checkpoint_selection_and_final_table_use_disjoint_windows(tmp_path):
     """The best checkpoint is picked on the periodic-evaluation windows; the final table must not reuse them
     (it would then report the selection's luck). Checked on the trace jobs the default windows hold."""
-    from clustergym.agents.evaluate import make_env
+    from clustergym.scenarios import make_env
 
-    cfg = ppo.build_config({"out": str(tmp_path)})
-    run = ppo.Run(cfg, tmp_path)
-    env = make_env(cfg["scenario"], ppo.env_config(cfg, "test"))
+    cfg = _cfg({"out": str(tmp_path)})
+    env = make_env(cfg.scenario, cfg.env_config("test"))
 
     def jobs(seeds):
         out = set()
@@ -147,8 +207,8 @@ def test_checkpoint_selection_and_final_table_use_disjoint_windows(tmp_path):
             out |= {j.spec.job_id for j in env.unwrapped.sim.jobs}
         return out
 
-    val, final = run.val_seeds(), run.final_seeds()
-    assert len(val) == cfg["eval_episodes"] and len(final) == cfg["final_eval_episodes"]
+    val, final = cfg.val_seeds(), cfg.final_seeds()
+    assert len(val) == cfg.eval_episodes and len(final) == cfg.final_eval_episodes
     assert not set(val) & set(final)
     assert not jobs(val) & jobs(final)
 
@@ -156,9 +216,9 @@ def test_checkpoint_selection_and_final_table_use_disjoint_windows(tmp_path):
 def test_relative_reward_run_trains_on_it_and_evaluates_on_the_plain_objective(tmp_path, monkeypatch):
     import cloudpickle
 
-    cfg = ppo.build_config({**TINY, "reward_baseline": "mlf-h", "train_max_steps": 2000, "env": {"window_jobs": 4}, "out": str(tmp_path / "rel"), "final_eval_episodes": 1,
-                            "bc_dagger_rounds": 0})
-    wrapper = ppo.reward_wrapper(cfg, ppo.train_env_config(cfg))
+    cfg = _cfg({**TINY, "reward_baseline": "mlf-h", "train_max_steps": 2000, "env": {"window_jobs": 4},
+                "out": str(tmp_path / "rel"), "final_eval_episodes": 1, "bc_dagger_rounds": 0})
+    wrapper = ppo.reward_wrapper(cfg, cfg.train_env_config())
     cloudpickle.loads(cloudpickle.dumps(wrapper))  # SubprocVecEnv ships it to the workers
     twin_configs = []  # the env config of every twin built: the BC warm start's and PPO's
 
@@ -170,19 +230,19 @@ def test_relative_reward_run_trains_on_it_and_evaluates_on_the_plain_objective(t
     # one step cap for the heuristic's curve, whether it shapes the critic's BC targets or PPO's rewards
     assert len(twin_configs) == 2 and all(c["max_steps"] == 2000 for c in twin_configs)
     monkeypatch.undo()
-    env = ppo._make_vec_env(cfg)
+    env = ppo.training_envs(cfg)
     assert type(env.envs[0]).__name__ == "RelativeToHeuristic"  # Monitor inside: logged returns stay the objective
     env.close()
-    assert res["num_timesteps"] == 256 and "| mlf-h |" in res["results_md"]
+    assert res["num_timesteps"] == 256 and "mlf-h" in [r[0] for r in markdown_rows(res["results_md"])]
     tags = _scalars(tmp_path / "rel" / "tb" / "ppo_1")
     assert "episode/return_minus_baseline" in tags and "episode/cut_by_step_cap" in tags
-    assert ppo.reward_wrapper(ppo.build_config({"reward_baseline": None}), {}) is None  # the env's own reward
+    assert ppo.reward_wrapper(_cfg({"reward_baseline": None}), {}) is None  # the env's own reward
 
 
 def test_reward_baseline_flag_and_its_errors():
-    assert ppo.build_config({})["reward_baseline"] is None  # the env's own reward by default
-    assert ppo.build_config({}, str(ROOT / "train" / "long.yaml"))["reward_baseline"] == "mlf-h"
-    with pytest.raises(ppo.ConfigError, match="reward_baseline"):
-        ppo.build_config({"reward_baseline": "mlf-x"})
+    assert _cfg({}).reward_baseline is None  # the env's own reward by default
+    assert _cfg({}, str(ROOT / "train" / "long.yaml")).reward_baseline == "mlf-h"
+    with pytest.raises(ConfigError, match="reward_baseline"):
+        _cfg({"reward_baseline": "mlf-x"})
     for none in ("none", "None"):  # as the flag or a YAML file spells it: the env's own reward
-        assert ppo.build_config({"reward_baseline": none})["reward_baseline"] is None
+        assert _cfg({"reward_baseline": none}).reward_baseline is None

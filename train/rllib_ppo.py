@@ -16,22 +16,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
 
-
 def make_env(config: dict[str, Any]):
     """RLlib env creator: the scenario id and EnvConfig overrides come in ``config`` (picklable)."""
-    import gymnasium as gym
-
-    import clustergym  # noqa: F401  (registers the ids)
+    from clustergym.scenarios import make_env as make_scenario
     from clustergym.wrappers import MaskedFlatObservation
 
     overrides = {k: v for k, v in config.items() if k != "scenario"}
-    return MaskedFlatObservation(gym.make(config["scenario"], invalid_action="raise", **overrides))
+    return MaskedFlatObservation(make_scenario(config["scenario"], overrides, invalid_action="raise"))
 
 
 def build_config(args: argparse.Namespace):

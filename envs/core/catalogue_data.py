@@ -262,7 +262,3 @@ def get_model(name: str) -> ModelProfile:
     except KeyError:
         raise KeyError(f"unknown model {name!r}; known models: {', '.join(MODEL_ORDER)}") from None
 
-
-def is_measured(model: str, gpu_type: str) -> bool:
-    """True if the cell is a direct measurement of this model (not a proxy, not derived)."""
-    return SPEED_SOURCES[model][gpu_type].startswith("measured")

@@ -182,21 +182,28 @@ class JobGraph:
     n_replicas: int
 
 
-def job_graph(tasks: list[TaskTemplate], spec: JobSpec) -> JobGraph:
-    workers = tuple((t.index, t.replica, tuple(p for p in t.parents if tasks[p].kind != "ps"))
-                    for t in tasks if t.kind == "worker")
-    ring: list[tuple[int, int]] = []
+def link_volumes(spec: JobSpec) -> tuple[float, float, float]:
+    """MB per iteration over a DAG edge between workers, between a worker and the parameter server (gradients
+    out, parameters back), and over an all-reduce ring link (``2 (R-1)/R comm_ps_mb``; 0 without a ring)."""
     ring_mb = 0.0
     if spec.sync != "ps" and spec.n_replicas > 1:
         ring_mb = 2.0 * (spec.n_replicas - 1) / spec.n_replicas * spec.comm_ps_mb
+    return spec.comm_worker_mb, 2.0 * spec.comm_ps_mb, ring_mb
+
+
+def job_graph(tasks: list[TaskTemplate], spec: JobSpec) -> JobGraph:
+    workers = tuple((t.index, t.replica, tuple(p for p in t.parents if tasks[p].kind != "ps"))
+                    for t in tasks if t.kind == "worker")
+    worker_mb, ps_mb, ring_mb = link_volumes(spec)
+    ring: list[tuple[int, int]] = []
+    if ring_mb:
         by_partition: dict[int, list[int]] = {}
         for t in tasks:
             if t.kind == "worker":
                 by_partition.setdefault(t.partition, []).append(t.index)
         for members in by_partition.values():
             ring.extend((a, members[(i + 1) % len(members)]) for i, a in enumerate(members))
-    return JobGraph(workers, spec.comm_worker_mb, spec.sync == "ps", 2.0 * spec.comm_ps_mb, tuple(ring), ring_mb,
-                    spec.n_replicas)
+    return JobGraph(workers, worker_mb, spec.sync == "ps", ps_mb, tuple(ring), ring_mb, spec.n_replicas)
 
 
 def placement_plan(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int], gpus: list[int],

@@ -1,9 +1,11 @@
-"""Run-time jobs and tasks."""
+"""Run-time jobs and tasks: a :class:`Job` is its spec (:class:`~clustergym.core.workload.JobSpec`, immutable),
+its run-time state (the fields below) and its :class:`JobRecord` (what the metrics report)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 from .catalogue import ModelProfile
 from .dag import TaskTemplate, build_tasks
@@ -30,7 +32,7 @@ TASK_WAITING, TASK_RUNNING = TaskState.WAITING, TaskState.RUNNING
 JOB_ACTIVE = JobState.ACTIVE
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Task:
     """One task of a job: a template plus where it runs."""
 
@@ -42,7 +44,7 @@ class Task:
     gpu: int = -1  # global GPU index, -1 for a PS or when not placed
     queued_since: float = 0.0  # when it last entered the queue
     placed_at: float = -1.0
-    waited: float = 0.0  # total time spent in the queue
+    waited: float = 0.0  # total time spent in the queue up to its last placement
 
     @property
     def is_ps(self) -> bool:
@@ -62,56 +64,54 @@ class Task:
         return f"Task({self.tid}, job={self.job.jid}, {self.t.kind}, p={self.t.partition}, r={self.t.replica}, {self.state.name})"
 
 
-@dataclass(eq=False)
-class Job:
-    """A submitted training job and its progress.
+@dataclass(eq=False, slots=True)
+class JobRecord:
+    """What happened to a job, for the per-job records and the summary (times in simulated seconds, -1: not
+    yet)."""
 
-    Progress is rate-based: between events ``iters`` grows linearly at ``rate`` iterations per second;
-    ``sync_progress(now)`` materialises it. ``epoch`` versions every scheduled completion event so stale
-    ones are ignored.
-    """
-
-    spec: JobSpec
-    model: ModelProfile
-    tasks: list[Task] = field(default_factory=list)
-    state: JobState = JobState.PENDING
-    iters: float = 0.0
-    rate: float = 0.0
-    last_update: float = 0.0
-    paused_until: float = 0.0  # checkpoint/restore: no progress before this time
-    epoch: int = 0
-    usage_factor: float = 1.0
-    stop_option: str = ""  # effective option (MLF-C may change it)
-    target_iters: float = 0.0
-    iter_time: float = math.inf
-    cross_mb_per_iter: dict = field(default_factory=dict)
-    cross_mb_rate_total: float = 0.0
-    cross_servers: frozenset = frozenset()  # the servers in cross_mb_per_iter's pairs
-    n_placed: int = 0
-    plan: object = None  # dag.PlacementPlan of the current placement (None: recompute)
-    graph: object = None  # dag.JobGraph (placement-independent), built at the first full placement
-    placement_version: int = 0  # bumped whenever one of its tasks is attached or detached (keys caches)
-    # (servers, their CPU and memory demand sums, GPUs) of the running tasks, for resource-use changes;
-    # None = recompute (reset with ``plan`` whenever a task is attached or detached)
-    usage_layout: object = None
-    # per task, set by the simulator when the task is placed (meaningful while it is): compute share x iteration
-    # time on its GPU, and its (server, GPU)
-    unit_compute: list = field(default_factory=list)
-    slots: list = field(default_factory=list)
-    slow_key: tuple | None = None  # contention factors the current rate was computed with
-    iter_times: dict = field(default_factory=dict)  # slow_key -> iteration time, for the current ``plan``
-    scheduled: tuple | None = None  # (rate, target, paused_until) of the pending completion event
-    has_run: bool = False
-    # records
-    first_start: float = -1.0
+    first_start: float = -1.0  # first time every task held a slot
     end_time: float = -1.0
-    waiting_time: float = 0.0
-    running_time: float = 0.0
-    acc_at_deadline: float = -1.0
-    cross_mb: float = 0.0
+    acc_at_deadline: float = -1.0  # accuracy reached by the deadline (set at the deadline or the end)
+    cross_mb: float = 0.0  # cross-server MB: per-iteration traffic and migrated task state
     migrations: int = 0
     preemptions: int = 0
     gang_releases: int = 0
+
+
+class Job:
+    """A submitted training job: ``spec`` and ``model`` (fixed), ``tasks`` (its DAG), run-time state and
+    ``record``.
+
+    Progress is rate-based: between events ``iters`` grows at ``rate`` iterations per second (``rate`` > 0
+    only while every task holds a slot); the engine materialises it (``iters``, ``waiting_time``,
+    ``running_time`` up to ``last_update``) at events. Read progress *now* through
+    :mod:`clustergym.core.progress` (``iters_at`` ...) or a policy's :class:`~clustergym.core.view.ClusterView`.
+    ``_pace`` is the progress layer's private state (placement plan, contention key, pending completion).
+    """
+
+    __slots__ = ("spec", "model", "tasks", "state", "n_placed", "usage_factor", "stop_option", "target_iters",
+                 "iters", "rate", "last_update", "paused_until", "waiting_time", "running_time", "record", "_pace")
+
+    def __init__(self, spec: JobSpec, model: ModelProfile) -> None:
+        self.spec = spec
+        self.model = model
+        self.tasks: list[Task] = []
+        self.state = JobState.PENDING
+        self.n_placed = 0  # tasks holding a slot
+        self.usage_factor = 1.0  # actual resource use / nominal demand (resampled by the engine)
+        self.stop_option = spec.stop_option  # effective option (MLF-C may change it)
+        self.target_iters = self.target_for(spec.stop_option)
+        self.iters = 0.0
+        self.rate = 0.0
+        self.last_update = 0.0
+        self.paused_until = 0.0  # checkpoint/restore: no progress before this time
+        self.waiting_time = 0.0  # submitted and not progressing, up to last_update
+        self.running_time = 0.0  # progressing, up to last_update
+        self.record = JobRecord()
+        self._pace: Any = None
+
+    def __repr__(self) -> str:
+        return f"Job({self.jid}, {self.spec.model}, {self.state.name}, {self.n_placed}/{len(self.tasks)} placed)"
 
     @property
     def jid(self) -> int:
@@ -150,16 +150,9 @@ class Job:
             raise ValueError(f"unknown stop option {option!r}; known: {STOP_OPTIONS}")
         return max(1.0, min(float(spec.max_iterations), math.ceil(x * spec.max_iterations)))
 
-    def is_progressing(self, now: float) -> bool:
-        return self.state == JobState.ACTIVE and self.fully_placed and now >= self.paused_until
-
 
 def make_job(spec: JobSpec, model: ModelProfile, first_tid: int) -> Job:
-    job = Job(spec=spec, model=model)
+    job = Job(spec, model)
     templates: list[TaskTemplate] = build_tasks(spec, model)
     job.tasks = [Task(first_tid + i, job, t) for i, t in enumerate(templates)]
-    job.unit_compute = [0.0] * len(templates)
-    job.slots = [(-1, -1)] * len(templates)
-    job.stop_option = spec.stop_option
-    job.target_iters = job.target_for(spec.stop_option)
     return job

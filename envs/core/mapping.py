@@ -181,34 +181,25 @@ def _col(df: pd.DataFrame, name: str) -> np.ndarray | None:
     return df[name].to_numpy() if name in df.columns else None
 
 
-def to_job_specs(df: pd.DataFrame, seed: int, config: MappingConfig | None = None,
-                 cluster: Any = None) -> list[JobSpec]:
-    """Map a canonical trace (see :mod:`clustergym.core.traces`) to job specs. Deterministic in ``seed``.
-    ``cluster`` (a :class:`~clustergym.core.hardware.ClusterSpec`) supplies the reference server for the
-    fields ``config`` leaves as None."""
-    cfg = config or MappingConfig()
-    base = reference_server(cluster) if cluster is not None else DEFAULT_REFERENCE_SERVER
-    ref_server = tuple(base[i] if v is None else v
-                       for i, v in enumerate((cfg.gpus_per_server, cfg.nic_gbps, cfg.intra_gbps)))
-    names, get_model = _catalogue()
-    ref_time = _reference_iteration_time()
-    n = len(df)
-    rng = np.random.Generator(np.random.PCG64(seed))
-    # Fixed draw order; every array has one value per job.
-    u_model = rng.random(n)
-    u_part = rng.random(n)
-    u_sync = rng.random(n)
-    t_r = rng.uniform(cfg.deadline_range_h[0] * 3600.0, cfg.deadline_range_h[1] * 3600.0, n)
-    urgency = rng.integers(cfg.urgency_range[0], cfg.urgency_range[1] + 1, n)
-    acc_frac = rng.uniform(cfg.accuracy_fraction[0], cfg.accuracy_fraction[1], n)
-    slo = _pick(cfg.slo_mix, rng.random(n), SLO_CLASSES)
-    stop = _pick(cfg.stop_mix, rng.random(n), STOP_OPTIONS)
-    changeable = rng.random(n) < cfg.stop_changeable_probability
-    data_mb = rng.uniform(cfg.data_size_mb[0], cfg.data_size_mb[1], n)
-    comm_ps = rng.uniform(cfg.comm_mb[0], cfg.comm_mb[1], n)
-    comm_w = rng.uniform(cfg.comm_mb[0], cfg.comm_mb[1], n)
+def _draws(rng: np.random.Generator, n: int, cfg: MappingConfig) -> dict[str, np.ndarray]:
+    """The random fields of ``n`` jobs, one array each, drawn in a fixed order (part of the mapping's
+    reproducibility: reordering them changes every mapped workload)."""
+    d = {"model": rng.random(n), "part": rng.random(n), "sync": rng.random(n)}
+    d["t_r"] = rng.uniform(cfg.deadline_range_h[0] * 3600.0, cfg.deadline_range_h[1] * 3600.0, n)
+    d["urgency"] = rng.integers(cfg.urgency_range[0], cfg.urgency_range[1] + 1, n)
+    d["acc_frac"] = rng.uniform(cfg.accuracy_fraction[0], cfg.accuracy_fraction[1], n)
+    d["slo"] = _pick(cfg.slo_mix, rng.random(n), SLO_CLASSES)
+    d["stop"] = _pick(cfg.stop_mix, rng.random(n), STOP_OPTIONS)
+    d["changeable"] = rng.random(n) < cfg.stop_changeable_probability
+    d["data_mb"] = rng.uniform(cfg.data_size_mb[0], cfg.data_size_mb[1], n)
+    d["comm_ps"] = rng.uniform(cfg.comm_mb[0], cfg.comm_mb[1], n)
+    d["comm_w"] = rng.uniform(cfg.comm_mb[0], cfg.comm_mb[1], n)
+    return d
 
-    # model choice
+
+def _sample_models(cfg: MappingConfig, names: Any, u: np.ndarray) -> list[str]:
+    """A catalogue model per job from uniform draws ``u``: uniform over the catalogue, or by
+    ``cfg.model_weights``."""
     if cfg.model_weights is None:
         pool = list(names)
         weights = np.ones(len(pool))
@@ -225,12 +216,44 @@ def to_job_specs(df: pd.DataFrame, seed: int, config: MappingConfig | None = Non
         if not pool:
             raise ValueError("model_weights: no model with positive weight")
     cdf = np.cumsum(weights / weights.sum())
-    sampled = [pool[i] for i in np.minimum(np.searchsorted(cdf, u_model, side="right"), len(pool) - 1)]
+    return [pool[i] for i in np.minimum(np.searchsorted(cdf, u, side="right"), len(pool) - 1)]
+
+
+def _trace_model(raw: str, names: Any, cfg: MappingConfig, where: str) -> str | None:
+    """The catalogue model a trace's model name resolves to; None (keep the sampled one) if it resolves to
+    none and ``cfg.unknown_model`` is "sample"."""
+    r = resolve_model(raw, names, cfg.aliases)
+    if r is None and cfg.unknown_model == "error":
+        raise ValueError(f"{where}: trace model {raw!r} is not in the catalogue {list(names)} nor in the alias "
+                         "table; add an alias or use unknown_model='sample'")
+    return r
+
+
+def _given(column: np.ndarray | None, i: int, otherwise: Callable[[], Any]) -> Any:
+    """The trace's value in row ``i`` of ``column`` (as a float) when present, else ``otherwise()``."""
+    if column is not None and not pd.isna(column[i]):
+        return float(column[i])
+    return otherwise()
+
+
+def to_job_specs(df: pd.DataFrame, seed: int, config: MappingConfig | None = None,
+                 cluster: Any = None) -> list[JobSpec]:
+    """Map a canonical trace (see :mod:`clustergym.core.traces`) to job specs. Deterministic in ``seed``.
+    ``cluster`` (a :class:`~clustergym.core.hardware.ClusterSpec`) supplies the reference server for the
+    fields ``config`` leaves as None."""
+    cfg = config or MappingConfig()
+    base = reference_server(cluster) if cluster is not None else DEFAULT_REFERENCE_SERVER
+    ref_server = tuple(base[i] if v is None else v
+                       for i, v in enumerate((cfg.gpus_per_server, cfg.nic_gbps, cfg.intra_gbps)))
+    names, get_model = _catalogue()
+    ref_time = _reference_iteration_time()
+    n = len(df)
+    d = _draws(np.random.Generator(np.random.PCG64(seed)), n, cfg)
+    sampled = _sample_models(cfg, names, d["model"])
 
     trace_model = _col(df, "model") if cfg.keep_trace_model else None
-    trace_deadline = _col(df, "deadline") if cfg.use_trace_fields else None
-    trace_urg = _col(df, "urgency") if cfg.use_trace_fields else None
-    trace_acc = _col(df, "accuracy_requirement") if cfg.use_trace_fields else None
+    trace_deadline, trace_urg, trace_acc = (_col(df, c) if cfg.use_trace_fields else None
+                                            for c in ("deadline", "urgency", "accuracy_requirement"))
     job_ids = df["job_id"].to_numpy()
     submit = df["submit_time"].to_numpy(dtype=float)
     gpus = df["n_gpus"].to_numpy()
@@ -247,41 +270,29 @@ def to_job_specs(df: pd.DataFrame, seed: int, config: MappingConfig | None = Non
                              "fill it first (e.g. traces.fill_pollux_durations)")
         name = sampled[i]
         if trace_model is not None and not pd.isna(trace_model[i]):
-            r = resolve_model(str(trace_model[i]), names, cfg.aliases)
-            if r is not None:
-                name = r
-            elif cfg.unknown_model == "error":
-                raise ValueError(f"job {jid} (row {i + 1}): trace model {trace_model[i]!r} is not in the catalogue "
-                                 f"{list(names)} nor in the alias table; add an alias or use unknown_model='sample'")
+            name = _trace_model(str(trace_model[i]), names, cfg, f"job {jid} (row {i + 1})") or name
         model = models.get(name)
         if model is None:
             model = models[name] = get_model(name)
         cap = model.max_partitions if cfg.max_partitions is None else min(model.max_partitions, cfg.max_partitions)
-        p, r = split_gpus(int(gpus[i]), model.parallelism, cap, cfg.partitioning, float(u_part[i]))
-        sync = "ps" if u_sync[i] < cfg.ps_probability else "allreduce"
-        key = (name, p, r, sync, float(comm_ps[i]), float(comm_w[i]))
+        p, r = split_gpus(int(gpus[i]), model.parallelism, cap, cfg.partitioning, float(d["part"][i]))
+        sync = "ps" if d["sync"][i] < cfg.ps_probability else "allreduce"
+        key = (name, p, r, sync, float(d["comm_ps"][i]), float(d["comm_w"][i]))
         t_it = cache.get(key)
-        if t_it is None:
-            t_it = cache[key] = float(ref_time(model, p, r, sync, cfg.reference_gpu, float(comm_ps[i]),
-                                               float(comm_w[i]), int(ref_server[0]), float(ref_server[1]),
-                                               float(ref_server[2])))
+        if t_it is None:  # the same arguments as the key, then the reference server
+            t_it = cache[key] = float(ref_time(model, *key[1:3], sync, cfg.reference_gpu, *key[4:],
+                                               int(ref_server[0]), float(ref_server[1]), float(ref_server[2])))
         if not t_it > 0:
             raise ValueError(f"job {jid}: reference iteration time {t_it!r} for {name} must be > 0")
         iters = max(1, int(round(dur[i] / t_it)))
         t_e = iters * t_it
-        if trace_deadline is not None and not pd.isna(trace_deadline[i]):
-            deadline = float(trace_deadline[i])
-        else:
-            deadline = float(submit[i] + max(cfg.deadline_factor * t_e, t_r[i]))
-        urg = int(trace_urg[i]) if trace_urg is not None and not pd.isna(trace_urg[i]) else int(urgency[i])
-        if trace_acc is not None and not pd.isna(trace_acc[i]):
-            acc = float(trace_acc[i])
-        else:
-            acc = float(min(1.0, max(0.0, acc_frac[i] * model.curve.final_accuracy)))
+        deadline = _given(trace_deadline, i, lambda: float(submit[i] + max(cfg.deadline_factor * t_e, d["t_r"][i])))
+        urg = int(_given(trace_urg, i, lambda: d["urgency"][i]))
+        acc = _given(trace_acc, i, lambda: float(min(1.0, max(0.0, d["acc_frac"][i] * model.curve.final_accuracy))))
         specs.append(JobSpec(
             job_id=jid, submit_time=float(submit[i]), model=name, n_partitions=p, n_replicas=r,
             max_iterations=iters, accuracy_requirement=acc, deadline=deadline, urgency=urg, sync=sync,
-            slo_class=str(slo[i]), stop_option=str(stop[i]), stop_changeable=bool(changeable[i]),
-            data_size_mb=float(data_mb[i]), comm_ps_mb=float(comm_ps[i]), comm_worker_mb=float(comm_w[i]),
+            slo_class=str(d["slo"][i]), stop_option=str(d["stop"][i]), stop_changeable=bool(d["changeable"][i]),
+            data_size_mb=float(d["data_mb"][i]), comm_ps_mb=float(d["comm_ps"][i]), comm_worker_mb=float(d["comm_w"][i]),
             reference_runtime=float(dur[i]), source=source))
     return specs

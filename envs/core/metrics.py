@@ -1,18 +1,20 @@
-"""Per-job records, cluster series, and the summary every scheduler is judged on (MLFS §4.2 metrics)."""
+"""Per-job records, cluster series, and the summary every scheduler is judged on (MLFS §4.2 metrics).
+
+:class:`Metrics` receives the simulator's events (time passing, bytes crossing servers, migrations, overloads
+beginning, jobs ending); :func:`summary` and :func:`job_records` read the jobs they are given.
+"""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Sequence
 
 import numpy as np
 
 from .job import Job, JobState
-
-if TYPE_CHECKING:
-    from .engine import Simulator
+from .state import ClusterState
 
 
 class Metrics:
-    """Running totals kept by the simulator. The cumulative counters (``jobs_in_system_integral``,
+    """Running totals kept from the simulator's events. The cumulative counters (``jobs_in_system_integral``,
     ``deadlines_met`` ...) are what the Gymnasium env differences into per-step rewards, so an episode's
     rewards sum exactly to its objective values."""
 
@@ -49,53 +51,48 @@ class Metrics:
                 pairs[key] = pairs.get(key, 0.0) + v
                 self.cross_mb += v
 
+    def on_clock(self, dt: float, n_active: int, n_overloaded: int) -> None:
+        """``dt`` seconds passed with ``n_active`` jobs in the system and ``n_overloaded`` servers overloaded."""
+        self.jobs_in_system_integral += n_active * dt
+        self.overload_server_seconds += n_overloaded * dt
+
+    def on_overloads_began(self, n: int) -> None:
+        self.overload_occurrences += n
+
+    def on_migration(self, src: int, dst: int, state_mb: float) -> None:
+        """A task moved from server ``src`` to ``dst`` carrying ``state_mb`` (0 bytes cross on the same server)."""
+        self.migrations += 1
+        if src != dst:
+            self.add_cross(src, dst, state_mb)
+
+    def on_preemption(self) -> None:
+        self.preemptions += 1
+
+    def on_gang_release(self) -> None:
+        self.gang_releases += 1
+
     def on_job_end(self, job: Job) -> None:
+        r = job.record
         self.jobs_ended += 1
-        if job.end_time <= job.spec.deadline:
+        if r.end_time <= job.spec.deadline:
             self.deadlines_met += 1
-        if job.acc_at_deadline >= job.spec.accuracy_requirement:
+        if r.acc_at_deadline >= job.spec.accuracy_requirement:
             self.accuracy_met += 1
-        self.accuracy_sum += job.acc_at_deadline
+        self.accuracy_sum += r.acc_at_deadline
 
     SERIES_FIELDS = ("time", "queue_tasks", "running_jobs", "gpu_alloc", "gpu_util", "cpu_util", "mem_util",
                      "net_util", "overloaded_servers")
 
-    def record_series(self, sim: "Simulator") -> None:
-        if not sim.config.record_series:
-            return
-        c = sim.cluster
-        u = c.utilisation()
-        self.series.append((sim.now, len(sim.queue), len(sim.active_jobs), float((c.gpu_n_tasks > 0).mean()),
+    def record_series(self, now: float, n_queued: int, n_active: int, cluster: ClusterState) -> None:
+        u = cluster.utilisation()
+        self.series.append((now, n_queued, n_active, float((cluster.gpu_n_tasks > 0).mean()),
                             float(u["gpu"].mean()), float(u["cpu"].mean()), float(u["mem"].mean()),
-                            float(u["net"].mean()), int(c.overloaded.sum())))
+                            float(u["net"].mean()), int(cluster.overloaded.sum())))
 
-    def job_records(self, sim: "Simulator") -> list[dict]:
-        out = []
-        for j in sim.jobs:
-            s = j.spec
-            ended = j.state in (JobState.FINISHED, JobState.STOPPED)
-            out.append({
-                "job_id": s.job_id, "model": s.model, "n_gpus": s.n_gpus, "n_partitions": s.n_partitions,
-                "n_replicas": s.n_replicas, "sync": s.sync, "urgency": s.urgency, "slo_class": s.slo_class,
-                "stop_option": s.stop_option, "final_stop_option": j.stop_option,
-                "submit": s.submit_time, "first_start": j.first_start if j.first_start >= 0 else np.nan,
-                "end": j.end_time if ended else np.nan, "jct": (j.end_time - s.submit_time) if ended else np.nan,
-                "waiting_time": j.waiting_time, "running_time": j.running_time, "deadline": s.deadline,
-                "deadline_met": bool(ended and j.end_time <= s.deadline),
-                "iterations": j.iters, "max_iterations": s.max_iterations,
-                "final_accuracy": j.accuracy(), "accuracy_by_deadline": j.acc_at_deadline if j.acc_at_deadline >= 0 else j.accuracy(),
-                "accuracy_requirement": s.accuracy_requirement,
-                "accuracy_met": bool(ended and j.acc_at_deadline >= s.accuracy_requirement),
-                "cross_server_mb": j.cross_mb, "migrations": j.migrations, "preemptions": j.preemptions,
-                "gang_releases": j.gang_releases, "state": j.state.name,
-            })
-        return out
-
-    def summary(self, sim: "Simulator") -> dict:
+    def summary(self, jobs: Sequence[Job], now: float, decisions: int, events: int) -> dict:
         """Every job is accounted for: ``jobs == finished + stopped + unfinished + not_submitted``."""
-        jobs = sim.jobs
         ended = [j for j in jobs if j.state in (JobState.FINISHED, JobState.STOPPED)]
-        jct = np.array([j.end_time - j.spec.submit_time for j in ended]) if ended else np.array([np.nan])
+        jct = np.array([j.record.end_time - j.spec.submit_time for j in ended]) if ended else np.array([np.nan])
         wait = np.array([j.waiting_time for j in ended]) if ended else np.array([np.nan])
         n = len(ended)
         first_submit = min((j.spec.submit_time for j in jobs), default=0.0)
@@ -107,9 +104,10 @@ class Metrics:
             "not_submitted": sum(j.state == JobState.PENDING for j in jobs),
             "mean_jct": float(np.mean(jct)), "p50_jct": float(np.median(jct)), "p99_jct": float(np.percentile(jct, 99)),
             # over every submitted job, an unfinished one counting its time so far: not flattered by truncation
-            "mean_jct_censored": float(np.mean([(j.end_time if j.end_time >= 0 else sim.now) - j.spec.submit_time
-                                                for j in jobs if j.state != JobState.PENDING] or [np.nan])),
-            "makespan": float(max((j.end_time for j in ended), default=first_submit) - first_submit),
+            "mean_jct_censored": float(np.mean([(j.record.end_time if j.record.end_time >= 0 else now)
+                                                - j.spec.submit_time for j in jobs if j.state != JobState.PENDING]
+                                               or [np.nan])),
+            "makespan": float(max((j.record.end_time for j in ended), default=first_submit) - first_submit),
             "deadline_ratio": self.deadlines_met / n if n else float("nan"),
             "mean_accuracy": self.accuracy_sum / n if n else float("nan"),
             "accuracy_ratio": self.accuracy_met / n if n else float("nan"),
@@ -118,5 +116,30 @@ class Metrics:
             "overload_occurrences": self.overload_occurrences,
             "overload_server_hours": float(self.overload_server_seconds) / 3600.0,
             "migrations": self.migrations, "preemptions": self.preemptions, "gang_releases": self.gang_releases,
-            "decisions": sim.decision_count, "events": sim.events_processed, "sim_time": float(sim.now),
+            "decisions": decisions, "events": events, "sim_time": float(now),
         }
+
+
+def job_records(jobs: Sequence[Job]) -> list[dict]:
+    """One record per job: its spec, what happened to it, and where it got to."""
+    out = []
+    for j in jobs:
+        s, r = j.spec, j.record
+        ended = j.state in (JobState.FINISHED, JobState.STOPPED)
+        out.append({
+            "job_id": s.job_id, "model": s.model, "n_gpus": s.n_gpus, "n_partitions": s.n_partitions,
+            "n_replicas": s.n_replicas, "sync": s.sync, "urgency": s.urgency, "slo_class": s.slo_class,
+            "stop_option": s.stop_option, "final_stop_option": j.stop_option,
+            "submit": s.submit_time, "first_start": r.first_start if r.first_start >= 0 else np.nan,
+            "end": r.end_time if ended else np.nan, "jct": (r.end_time - s.submit_time) if ended else np.nan,
+            "waiting_time": j.waiting_time, "running_time": j.running_time, "deadline": s.deadline,
+            "deadline_met": bool(ended and r.end_time <= s.deadline),
+            "iterations": j.iters, "max_iterations": s.max_iterations,
+            "final_accuracy": j.accuracy(),
+            "accuracy_by_deadline": r.acc_at_deadline if r.acc_at_deadline >= 0 else j.accuracy(),
+            "accuracy_requirement": s.accuracy_requirement,
+            "accuracy_met": bool(ended and r.acc_at_deadline >= s.accuracy_requirement),
+            "cross_server_mb": r.cross_mb, "migrations": r.migrations, "preemptions": r.preemptions,
+            "gang_releases": r.gang_releases, "state": j.state.name,
+        })
+    return out

@@ -4,14 +4,42 @@ from __future__ import annotations
 
 import numpy as np
 
-from .hardware import ClusterSpec
+from .hardware import GPU_TYPES, ClusterSpec
 
-GPU_TYPE_ORDER: tuple[str, ...] = ("K80", "M60", "P100", "V100", "T4", "A100", "H100")
+GPU_TYPE_ORDER: tuple[str, ...] = tuple(GPU_TYPES)  # the observation's GPU-type one-hot order
+
+
+class Mirrored:
+    """A per-server or per-GPU quantity held twice: ``array`` (numpy, what observers read vectorised) and
+    ``values`` (the same numbers as a Python list, what the engine reads one element at a time: a list element
+    costs several times less to read than a numpy one). Written only by its owner
+    (:class:`~clustergym.core.resources.Resources`), through :meth:`set`/:meth:`add`, or as a batch of in-place
+    updates of ``values`` followed by :meth:`publish` of the entries touched."""
+
+    __slots__ = ("array", "values")
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+        self.values: list = array.tolist()
+
+    def set(self, i: int, v) -> None:
+        self.array[i] = self.values[i] = v
+
+    def add(self, i: int, delta: float) -> None:
+        values = self.values
+        self.array[i] = values[i] = values[i] + delta
+
+    def publish(self, indices) -> None:
+        """Copy ``values`` to ``array`` at ``indices``, after a batch of updates made to ``values`` in place."""
+        array, values = self.array, self.values
+        for i in indices:
+            array[i] = values[i]
 
 
 class ClusterState:
     """Capacities, nominal allocations (what admission control checks) and actual usage (what
-    overload detection and slowdown use; it varies over time around the nominal demand)."""
+    overload detection and slowdown use; it varies over time around the nominal demand).
+    Observers read it; only :class:`clustergym.core.resources.Resources` writes it."""
 
     def __init__(self, spec: ClusterSpec):
         self.spec = spec
@@ -42,8 +70,8 @@ class ClusterState:
         self.mem_alloc = np.zeros(S)
         self.gpu_n_tasks = np.zeros(self.n_gpus, dtype=np.int64)
         self.gpu_n_jobs = np.zeros(self.n_gpus, dtype=np.int64)  # distinct jobs sharing the GPU
-        # GPUs without a task per server (== add.reduceat(gpu_n_tasks == 0, server_first_gpu)), kept by the
-        # simulator as GPUs become busy or idle
+        # GPUs without a task per server (== add.reduceat(gpu_n_tasks == 0, server_first_gpu)), kept as GPUs
+        # become busy or idle
         self.server_idle_gpus = self.server_n_gpus.copy()
         # actual usage
         self.gpu_load = np.zeros(self.n_gpus)  # utilisation, may exceed 1 when shared
@@ -58,7 +86,7 @@ class ClusterState:
         self._server_gpu_ranges = [range(int(f), int(f) + int(n)) for f, n in zip(self.server_first_gpu, self.server_n_gpus)]
         self.gpu_tasks: list[list] = [[] for _ in range(self.n_gpus)]
         self.server_tasks: list[dict] = [{} for _ in range(S)]  # task -> None, insertion-ordered
-        # bumped by the simulator whenever a server's task set changes: keys the sorted view below
+        # bumped whenever a server's task set changes: keys the sorted view below
         self.server_version: list[int] = [0] * S
         self._by_id: list[tuple[int, tuple]] = [(-1, ())] * S
         self.net_cap_mbps = self.nic_gbps * 125.0  # NIC capacity in MB/s

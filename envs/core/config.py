@@ -1,0 +1,77 @@
+"""Simulator parameters (:class:`SimConfig`) and their validation."""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+# which ticks are decision points: "actionable" (a ready task fits somewhere, or an overloaded server has tasks
+# to move), "placement" (a ready task fits: for policies that never migrate), "queue" (any task waits), "always"
+# (every tick while jobs are active)
+DECIDE_ON = ("actionable", "placement", "queue", "always")
+
+
+class SimConfigError(ValueError):
+    """A :class:`SimConfig` field out of its range; ``field`` names it."""
+
+    def __init__(self, field: str, why: str, value: object) -> None:
+        self.field = field
+        super().__init__(f"SimConfig.{field} {why} (got {value!r})")
+
+
+@dataclass
+class SimConfig:
+    """Simulator parameters (defaults from MLFS §4.1 where it gives them). Every field is checked on
+    construction; a bad value raises :class:`SimConfigError` naming the field."""
+
+    tick_s: float = 60.0  # MLFS: "the job scheduler runs every minute"
+    decide_on: str = "actionable"  # one of DECIDE_ON
+    overload_threshold: float = 0.9  # h_r, a utilisation fraction in (0, 1]
+    cluster_overload_threshold: float = 0.9  # h_s (on the RMS of a server's utilisation vector), in (0, 1]
+    usage_change_mean_s: float = 600.0  # mean time between resource-use changes of a job; 0 = constant
+    usage_sigma: float = 0.2  # log-normal spread of the usage factor
+    usage_min: float = 0.5  # the usage factor is clipped to [usage_min, usage_max]
+    usage_max: float = 1.6
+    migration_base_s: float = 5.0  # checkpoint + restore fixed cost of moving one task
+    suspend_s: float = 4.0  # UniSched: suspension stays within ~4 s
+    resume_base_s: float = 10.0  # resumption grows with GPU count (UniSched, Fig. 8 discussion)
+    resume_per_gpu_s: float = 1.0
+    overload_recheck_s: float = 600.0  # an unchanged overload is offered again as a decision after this long
+    contention_step: float = 0.05  # slowdown factors are rounded up to this step (0 = exact)
+    gang_timeout_s: float = 1800.0  # a partially placed job releases its slots after this long (inf = never)
+    horizon_s: float = math.inf  # stop the simulation here (unfinished jobs are reported)
+    record_series: bool = True
+
+    def __post_init__(self) -> None:
+        if self.decide_on not in DECIDE_ON:
+            raise SimConfigError("decide_on", f"must be one of {DECIDE_ON}", self.decide_on)
+        if not isinstance(self.record_series, bool):
+            raise SimConfigError("record_series", "must be True or False", self.record_series)
+        for names, limits in _RANGES:
+            for name in names:
+                _check_number(name, getattr(self, name), *limits)
+        if self.usage_max < self.usage_min:
+            raise SimConfigError("usage_max", f"must be >= usage_min = {self.usage_min}", self.usage_max)
+
+
+# the numeric fields by range: (lowest value, lowest excluded, highest value, infinity allowed)
+_RANGES: tuple[tuple[tuple[str, ...], tuple[float, bool, float, bool]], ...] = (
+    (("tick_s", "usage_min", "usage_max"), (0.0, True, math.inf, False)),
+    (("overload_threshold", "cluster_overload_threshold"), (0.0, True, 1.0, False)),
+    (("usage_change_mean_s", "usage_sigma", "migration_base_s", "suspend_s", "resume_base_s", "resume_per_gpu_s",
+      "overload_recheck_s", "contention_step"), (0.0, False, math.inf, False)),
+    (("gang_timeout_s", "horizon_s"), (0.0, True, math.inf, True)),
+)
+
+
+def _check_number(name: str, v: object, lo: float, lo_open: bool, hi: float, inf_ok: bool) -> None:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise SimConfigError(name, "must be a number", v)
+    if math.isnan(v):
+        raise SimConfigError(name, "must be a number, not NaN", v)
+    if math.isinf(v) and not inf_ok:
+        raise SimConfigError(name, "must be finite", v)
+    if v < lo or (lo_open and v == lo):
+        raise SimConfigError(name, f"must be {'>' if lo_open else '>='} {lo:g}", v)
+    if v > hi:
+        raise SimConfigError(name, f"must be <= {hi:g}", v)

@@ -1,0 +1,192 @@
+"""Rate-based job progress: placement plans, iteration time under contention, completion times.
+
+A job progresses only while every task holds a slot, at ``rate = 1 / iteration time`` iterations per second
+after any checkpoint/restore pause (``paused_until``). Between events progress is implicit: :func:`advance`
+materialises it (the engine calls it at events), :func:`iters_at` and friends read it at any time without
+changing the job.
+
+The placement-dependent part of an iteration (transfers, synchronisation, cross-server bytes: a
+:class:`~clustergym.core.dag.PlacementPlan`) is kept per job until a task is attached or detached; a
+contention change only re-runs the critical path (:func:`~clustergym.core.dag.critical_time`), and the
+iteration time of each set of contention factors met under the current placement is kept too.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from .dag import critical_time, job_graph, plan_placement
+from .job import JOB_ACTIVE, Job, Task, TASK_WAITING
+
+_NO_TRAFFIC = (0.0, {}, frozenset())
+
+
+class Pace:
+    """The progress layer's private state of one job (``job._pace``); nothing else reads it."""
+
+    __slots__ = ("graph", "plan", "unit_compute", "slots", "slow_key", "iter_times", "cross", "cross_total",
+                 "cross_servers", "scheduled")
+
+    def __init__(self, n_tasks: int) -> None:
+        self.graph = None  # dag.JobGraph (placement-independent), built at the first full placement
+        self.plan = None  # dag.PlacementPlan of the current placement (None: recompute)
+        # per task, while it is placed: compute share x iteration time on its GPU, and its (server, GPU)
+        self.unit_compute = [0.0] * n_tasks
+        self.slots = [(-1, -1)] * n_tasks
+        self.slow_key: tuple | None = None  # contention factors the current rate was computed with
+        self.iter_times: dict = {}  # slow_key -> iteration time, for the current plan
+        self.cross: dict = {}  # {(server a, server b): MB per iteration} of the current plan while running
+        self.cross_total = 0.0  # sum of ``cross``
+        self.cross_servers: frozenset = frozenset()  # the servers in ``cross``'s pairs
+        self.scheduled: tuple | None = None  # (rate, target, paused_until) of the pending completion
+
+
+def start(job: Job) -> None:
+    """Give a new job its progress state."""
+    job._pace = Pace(len(job.tasks))
+
+
+def on_attach(task: Task, server: int, gpu: int, gpu_type: str | None) -> None:
+    """``task`` got a slot (``gpu_type``: its GPU's type, None for a PS): the job's plan is stale."""
+    job, t = task.job, task.t
+    p = job._pace
+    p.unit_compute[t.index] = t.compute_share * job.model.iter_time(gpu_type) if gpu >= 0 else 0.0
+    p.slots[t.index] = (server, gpu)
+    p.plan = None
+
+
+def on_detach(task: Task) -> None:
+    task.job._pace.plan = None
+
+
+# ---------------------------------------------------------------------------------------- materialising
+def advance(job: Job, now: float, on_bytes: Callable[[dict, float], None]) -> None:
+    """Materialise the job's progress from ``last_update`` to ``now``: iterations, running and waiting time,
+    cross-server bytes (also reported as ``on_bytes(per-iteration bytes, iterations)``)."""
+    if job.rate > 0 and job.n_placed == len(job.tasks):  # fully placed
+        # max(last_update, paused_until), max(0, now - start) and min(rate x dt, max(0, iterations left))
+        # spelled out (the same values: max keeps its first argument unless the second is larger)
+        start = job.paused_until if job.paused_until > job.last_update else job.last_update
+        dt = now - start
+        if not dt > 0.0:
+            dt = 0.0
+        left = job.target_iters - job.iters
+        if not left > 0.0:
+            left = 0.0
+        di = job.rate * dt
+        if left < di:
+            di = left
+        if di > 0:
+            job.iters += di
+            job.running_time += dt
+            p = job._pace
+            if p.cross:  # (adding 0 bytes changes nothing)
+                job.record.cross_mb += di * p.cross_total
+                on_bytes(p.cross, di)
+        job.waiting_time += (now - job.last_update) - dt
+    else:
+        job.waiting_time += now - job.last_update
+    job.last_update = now
+
+
+# -------------------------------------------------------------------------------------------- the rate
+def refresh_rate(job: Job, intra: list[float], nic: list[float], server_slow: list[float],
+                 gpu_slow: list[float]) -> tuple | None:
+    """Recompute ``job.rate`` from its placement and the contention factors of its slots (each task runs at
+    the larger of its server's and its GPU's slowdown). Returns (old traffic, new traffic), each (rate,
+    {(server a, server b): MB per iteration}, servers), when the job's NIC traffic changed, else None."""
+    p = job._pace
+    old_cross, old_servers = p.cross, p.cross_servers
+    old_rate = rate = job.rate
+    if job.n_placed == len(job.tasks):
+        plan = p.plan
+        if plan is None:
+            if p.graph is None:
+                p.graph = job_graph([t.t for t in job.tasks], job.spec)
+            p.plan = plan = plan_placement(p.graph, [t.server for t in job.tasks], [t.gpu for t in job.tasks],
+                                           intra, nic)
+            p.slow_key = None
+            p.iter_times = {}
+        slow_key = tuple([gpu_slow[g] if g >= 0 and gpu_slow[g] > server_slow[s] else server_slow[s]
+                          for s, g in p.slots])
+        if slow_key != p.slow_key:
+            p.slow_key = slow_key
+            # contention factors move among a few rounded values as resource use varies: keep the iteration
+            # time of each for the current placement
+            T = p.iter_times.get(slow_key)
+            if T is None:
+                T = p.iter_times[slow_key] = critical_time(plan, p.unit_compute, slow_key)
+            job.rate = rate = 1.0 / T if T > 0 else math.inf
+            if old_cross is not plan.cross:
+                p.cross = plan.cross
+                p.cross_servers = plan.cross_servers
+                p.cross_total = sum(plan.cross.values())
+    else:
+        job.rate = rate = 0.0
+        p.cross = {}
+        p.cross_servers = frozenset()
+        p.cross_total = 0.0
+    # NIC loads change only for a job with cross-server traffic before or after (most jobs have none)
+    if (old_cross or p.cross) and (old_rate != rate or old_cross is not p.cross):
+        return (old_rate, old_cross, old_servers), (rate, p.cross, p.cross_servers)
+    return None
+
+
+def stop(job: Job) -> tuple:
+    """The job stops progressing for good (it ended): rate 0, no traffic. Returns (old traffic, new traffic)
+    as :func:`refresh_rate`."""
+    p = job._pace
+    old = (job.rate, p.cross, p.cross_servers)
+    job.rate = 0.0
+    p.cross, p.cross_servers = {}, frozenset()
+    return old, _NO_TRAFFIC
+
+
+def completion_time(job: Job, now: float) -> float | None:
+    """When a progressing job reaches its target at its current rate, if that changed since the last call;
+    None when the pending completion still holds (rate, target and pause unchanged)."""
+    sched = (job.rate, job.target_iters, job.paused_until)
+    p = job._pace
+    if sched == p.scheduled:
+        return None
+    p.scheduled = sched
+    start = job.paused_until if job.paused_until > now else now  # max(now, paused_until)
+    return start + (job.target_iters - job.iters) / job.rate
+
+
+def cancel_completion(job: Job) -> None:
+    """The job stopped progressing: no completion is pending."""
+    job._pace.scheduled = None
+
+
+# -------------------------------------------------------------------------------- reading at any time
+def _progressing_since(job: Job) -> float | None:
+    """When the job's unmaterialised progress starts (max(last update, pause end)), or None if it is not
+    progressing (not fully placed, not active, or rate 0)."""
+    if job.rate > 0 and job.n_placed == len(job.tasks) and job.state == JOB_ACTIVE:
+        return max(job.last_update, job.paused_until)
+    return None
+
+
+def iters_at(job: Job, now: float) -> float:
+    """Iterations done by ``now`` (not materialised: the job is unchanged)."""
+    start = _progressing_since(job)
+    if start is None:
+        return job.iters
+    return min(job.target_iters, job.iters + job.rate * max(0.0, now - start))
+
+
+def remaining_iters_at(job: Job, now: float) -> float:
+    """Iterations left to the job's current target at ``now``."""
+    return max(0.0, job.target_iters - iters_at(job, now))
+
+
+def running_time_at(job: Job, now: float) -> float:
+    """Time the job has spent progressing, up to ``now``."""
+    start = _progressing_since(job)
+    return job.running_time if start is None else job.running_time + max(0.0, now - start)
+
+
+def waiting_time_at(task: Task, now: float) -> float:
+    """Time ``task`` has spent in the queue, up to ``now``."""
+    return task.waited + (now - task.queued_since if task.state == TASK_WAITING else 0.0)
