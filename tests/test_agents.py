@@ -191,7 +191,8 @@ def test_pair_features_use_the_envs_overload_threshold(tmp_path):
     assert th.equal(seen["x"], x08)
     # the threshold is saved with the model and restored on load
     model.save(tmp_path / "m.zip")
-    loaded = load_agent(tmp_path / "m.zip", warn=False, algo="maskable")
+    with pytest.warns(UserWarning, match="pickle"):
+        loaded = load_agent(tmp_path / "m.zip", algo="maskable")
     assert loaded.policy.pi_features_extractor.encoder.overload_threshold == 0.8
     # vector envs: read from the first sub-env
     from stable_baselines3.common.vec_env import DummyVecEnv

@@ -133,10 +133,10 @@ def test_predictor_drives_sb3_models(algo):
     from sb3_contrib import MaskablePPO
     from stable_baselines3 import PPO
 
-    from clustergym.agents.policies import policy_spec
+    from clustergym.agents.policies import overload_threshold, policy_spec
 
     env = make_env(ENV_ID, {**SMALL, "invalid_action": "raise"})
-    cls, kw = policy_spec("pairwise", algo)
+    cls, kw = policy_spec("pairwise", algo, overload_threshold=overload_threshold(env))
     model = (MaskablePPO if algo == "maskable" else PPO)(cls, env, policy_kwargs=kw, n_steps=64, device="cpu", seed=0)
     a = rollout(env, predictor(model, env, "agent"), 1)
     b = rollout(env, predictor(model, env, "agent"), 1)
