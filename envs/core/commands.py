@@ -13,23 +13,26 @@ from .job import JobState, TaskState
 if TYPE_CHECKING:
     from .engine import Simulator
 
-COMMAND_KINDS = ("place", "migrate", "requeue", "preempt")
+COMMAND_KINDS = ("place", "migrate", "requeue", "preempt", "stop-option")
 
 
 @dataclass(frozen=True)
 class Command:
     """One scheduler command. ``kind``: "place" (waiting task ``tid`` -> ``server``), "migrate" (running task
     ``tid`` -> ``server``), "requeue" (running task ``tid`` -> queue), "preempt" (every placed task of job
-    ``jid`` -> queue)."""
+    ``jid`` -> queue), "stop-option" (job ``jid``'s stopping rule -> ``option``, MLFS §3.5)."""
 
     kind: str
     tid: int = -1
     server: int | None = None
     jid: int = -1
+    option: str | None = None
 
 
 def command_error(sim: "Simulator", cmd: Command) -> str | None:
     """Why ``sim`` would refuse ``cmd`` now, or None if it would accept it."""
+    if cmd.kind == "stop-option":
+        return sim.stop_option_error(cmd.jid, cmd.option)
     if cmd.kind == "preempt":
         job = sim.job_by_id.get(cmd.jid)
         if job is None:
@@ -71,5 +74,7 @@ def execute(sim: "Simulator", cmd: Command) -> None:
         sim.requeue(cmd.tid)
     elif cmd.kind == "preempt":
         sim.preempt(cmd.jid)
+    elif cmd.kind == "stop-option":
+        sim.set_stop_option(cmd.jid, cmd.option)
     else:
         raise ValueError(f"unknown command kind {cmd.kind!r}; known: {COMMAND_KINDS}")

@@ -257,14 +257,37 @@ class Simulator:
         self._finish(job, JobState.STOPPED)
         self._flush()
 
-    def set_stop_option(self, jid: int, option: str) -> None:
-        """Change a job's effective stopping rule (MLF-C). The job finishes at once if it is already past
-        the new target."""
-        job = self.job(jid)
+    def stop_option_error(self, jid: int, option: str | None) -> str | None:
+        """Why job ``jid``'s stopping rule may not become ``option`` now (None if it may).
+
+        MLFS §3.5: the user picks an option and says whether the system may change it; the system only ever
+        moves a job to a cheaper option, in the order run-all -> opt-stop -> requirement, and may always give
+        it back its own."""
+        job = self.job_by_id.get(jid)
+        if job is None:
+            return f"unknown job id {jid}"
         if option not in STOP_OPTIONS:
-            raise InvalidCommand(f"unknown stop option {option!r}; known: {STOP_OPTIONS}")
+            return f"unknown stop option {option!r}; known: {STOP_OPTIONS}"
         if job.state != JOB_ACTIVE:
-            raise InvalidCommand(f"job {jid} is {job.state.name}")
+            return f"job {jid} is {job.state.name}, only ACTIVE jobs change their stopping rule"
+        if option == job.stop_option:
+            return f"job {jid} already uses {option!r}"
+        own = job.spec.stop_option
+        if option == own:
+            return None
+        if not job.spec.stop_changeable:
+            return f"job {jid}'s user did not allow the system to change its stopping rule ({own!r})"
+        if STOP_OPTIONS.index(option) < STOP_OPTIONS.index(own):
+            return f"job {jid}: {option!r} is not cheaper than the user's {own!r} (order {STOP_OPTIONS})"
+        return None
+
+    def set_stop_option(self, jid: int, option: str) -> None:
+        """Change a job's effective stopping rule (MLF-C, or a policy's "stop-option" command) under the rule
+        of :meth:`stop_option_error`. The job finishes at once if it is already past the new target."""
+        reason = self.stop_option_error(jid, option)
+        if reason:
+            raise InvalidCommand(reason)
+        job = self.job(jid)
         self._touch(job)
         job.stop_option = option
         job.target_iters = job.target_for(option)
