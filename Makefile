@@ -11,7 +11,7 @@ RLLIB_STAMP := $(RLLIB_VENV)/.installed
 RUN ?= runs
 comma := ,
 
-.PHONY: setup test test-slow test-rllib train tensorboard bench clean
+.PHONY: setup test test-slow test-rllib train tensorboard bench bench-choochoo clean
 
 # $(call install,VENV,EXTRAS): a venv with the pinned CPU torch, then this package (editable) and its extras
 define install
@@ -48,5 +48,9 @@ tensorboard: setup
 bench: setup
 	$(PY) eval/bench.py $(ARGS)
 
+# clustergym vs gpu-choochoo on one core (gpu-choochoo goes into a scratch venv, never into .venv)
+bench-choochoo: setup
+	$(PY) eval/bench_vs_choochoo.py $(ARGS)
+
 clean:
-	rm -rf $(VENV) $(RLLIB_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(RLLIB_VENV) .venv-choochoo runs .pytest_cache
