@@ -122,15 +122,15 @@ def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
                 pass
         info["window_start"] = start
     specs = to_job_specs(df, map_seed, mcfg, cluster)
-    # a mapped job whose tasks together exceed the cluster (e.g. 16 CPU-heavy replicas on 128 cores) could
-    # never start and would hold the episode open to its horizon: leave it out, and say so in the info
+    # a mapped job whose tasks can never hold slots together (e.g. 16 CPU-heavy replicas on 128 cores) could
+    # never start and would hold the episode open: leave it out, and say so in the info
     from .core.catalogue_data import get_model
     from .core.dag import build_tasks
-    from .core.resources import cluster_totals, gang_shortfall
+    from .core.resources import cluster_totals, never_runs
 
     kept, dropped = [], []
     totals = cluster_totals(cluster)
     for sp in specs:
-        (kept if gang_shortfall(build_tasks(sp, get_model(sp.model)), cluster, totals) is None else dropped).append(sp)
+        (kept if never_runs(build_tasks(sp, get_model(sp.model)), cluster, totals) is None else dropped).append(sp)
     info["dropped_jobs"] = [sp.job_id for sp in dropped]
     return kept, info
