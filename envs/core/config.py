@@ -71,14 +71,26 @@ _RANGES: tuple[tuple[tuple[str, ...], tuple[float, bool, float, bool]], ...] = (
 )
 
 
-def _check_number(name: str, v: object, lo: float, lo_open: bool, hi: float, inf_ok: bool) -> None:
+def number_error(v: object, lo: float = -math.inf, lo_open: bool = False, hi: float = math.inf,
+                 inf_ok: bool = False, integer: bool = False) -> str | None:
+    """Why ``v`` is not a number in range (``lo``, excluded if ``lo_open``; ``hi``; infinity only if
+    ``inf_ok``; an integral value if ``integer``), or None: the one range rule of every configuration."""
     if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        raise SimConfigError(name, "must be a number", v)
+        return "must be a number"
     if math.isnan(v):
-        raise SimConfigError(name, "must be a number, not NaN", v)
+        return "must be a number, not NaN"
     if math.isinf(v) and not inf_ok:
-        raise SimConfigError(name, "must be finite", v)
+        return "must be finite"
+    if integer and not (math.isinf(v) or float(v).is_integer()):
+        return "must be an integer"
     if v < lo or (lo_open and v == lo):
-        raise SimConfigError(name, f"must be {'>' if lo_open else '>='} {lo:g}", v)
+        return f"must be {'>' if lo_open else '>='} {lo:g}"
     if v > hi:
-        raise SimConfigError(name, f"must be <= {hi:g}", v)
+        return f"must be <= {hi:g}"
+    return None
+
+
+def _check_number(name: str, v: object, lo: float, lo_open: bool, hi: float, inf_ok: bool) -> None:
+    why = number_error(v, lo, lo_open, hi, inf_ok)
+    if why:
+        raise SimConfigError(name, why, v)
