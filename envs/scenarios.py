@@ -148,7 +148,9 @@ def empty_episode_reason(cfg, info: dict) -> tuple[str, str]:
         return (f"all {len(dropped)} jobs of the episode were left out: their tasks can never hold slots together "
                 f"on the cluster ({cfg.cluster_file or cfg.cluster})", "cluster")
     if cfg.workload == "generator":
-        return f"no generated job has at most max_job_gpus={cfg.max_job_gpus} GPUs", "max_job_gpus"
+        limit = cfg.max_job_gpus or cluster_spec(cfg).n_gpus
+        return (f"the {cfg.window_jobs} generated jobs all ask for more than {limit} GPUs (max_job_gpus, or the "
+                "cluster's GPU count): use more window_jobs or generator.gpu_choices the cluster holds", "max_job_gpus")
     part = trace_part(cfg.trace_path, int(cfg.max_job_gpus or cluster_spec(cfg).n_gpus), cfg.split,
                       float(cfg.train_fraction))
     t = part["submit_time"].to_numpy()
