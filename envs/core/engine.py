@@ -313,7 +313,7 @@ class Simulator:
             return False
         if self.decision_count > 0:
             self._after_round()
-        events, horizon, epoch = self._events, self.config.horizon_s, self._epoch
+        events, horizon, epoch, stall = self._events, self.config.horizon_s, self._epoch, self._stall
         while events:
             t, kind, _, obj, token = heappop(events)
             if t > horizon:
@@ -321,8 +321,8 @@ class Simulator:
                 break
             if t > self.now:
                 self._advance_clock(t)
-            if t >= self._stall.check_at:
-                self.stalled = self._stall.check(self.now, self.active_jobs, self.metrics.jobs_ended)
+            if t >= stall.check_at:
+                self.stalled = stall.check(self.now, self.active_jobs, self.metrics.jobs_ended)
                 if self.stalled:
                     break
             self.events_processed += 1
