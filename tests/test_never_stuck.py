@@ -15,6 +15,7 @@ from clustergym.core.progress import iters_at
 from clustergym.core.resources import idle_packing, never_runs
 from helpers import MODELS, cluster, job, models, toy_model
 
+pytestmark = pytest.mark.reliability  # part of the reliability suite (make test-slow)
 STILL = dict(usage_change_mean_s=0.0)  # constant resource use: no usage events, hand-computable timings
 
 

@@ -46,5 +46,5 @@ class StallWatch:
         why = (f"run stalled: no job progressed, arrived or ended between t={self._since:.0f} s and t={now:.0f} s "
                f"(SimConfig.stall_timeout_s={timeout:g}); {len(active)} active job(s) wait, e.g. {waiting}: the "
                "policy never placed them fully (a job runs only with every task placed)")
-        warnings.warn(why, StallWarning, stacklevel=4)
+        warnings.warn(why, StallWarning, stacklevel=3)  # at the code that called next_decision
         return why
