@@ -33,8 +33,10 @@ setup: $(STAMP)
 test: setup
 	$(PY) -m pytest -q
 
+# the slow tests and the reliability suite (tests/test_reliability.py, tests/test_bad_inputs.py, the
+# interrupt/resume tests of training and sweeps)
 test-slow: setup
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -m "slow or reliability"
 
 test-rllib: $(RLLIB_STAMP)
 	$(RLLIB_VENV)/bin/python -m pytest -q -m rllib

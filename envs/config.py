@@ -11,9 +11,12 @@ of :func:`clustergym.core.generator.generate_trace`) dicts.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
+
+from .core.config import number_error
 
 from .reward import default_weights, objective_names
 
@@ -30,7 +33,24 @@ _GENERATOR_KEYS = ("load", "arrival", "gpu_choices", "gpu_weights", "duration", 
 
 
 class ConfigError(ValueError):
-    """A bad environment configuration; the message names the offending key."""
+    """A bad environment configuration; the message names the offending key (``field``, when one field is at
+    fault)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+class EmptyEpisodeError(ConfigError):
+    """The configuration selects no job for an episode (a window start past the trace, a cluster that leaves out
+    every job ...); allowed only with ``EnvConfig(allow_empty_episode=True)``."""
+
+
+# Upper bounds on sizes, so a typo cannot exhaust memory or hang the env (the largest registered scenario uses
+# 1,000-job windows and 32 x 33 + 1 actions)
+MAX_WINDOW_JOBS = 1_000_000
+MAX_ACTIONS = 2 ** 20  # window_size x (n_destinations + 1) + 1
+MAX_HISTORY = 1_000_000  # loss_history, render_history
 
 
 @dataclass
@@ -71,9 +91,16 @@ class EnvConfig:
       per-GPU load matrix; None = the cluster's largest server), ``loss_history`` (recent loss reductions per job).
     Episode
       ``max_sim_time`` (s, truncation, inf = none), ``max_steps`` (agent steps, truncation, None = none).
+      ``allow_empty_episode``: an episode without jobs raises :class:`EmptyEpisodeError` naming the setting at
+      fault (a window start past the trace, a cluster that leaves out every job ...) unless this is True.
     Render
       ``render_history``: GPU-occupancy snapshots kept in the episode record that ``rgb_array`` draws
       (``env.unwrapped.episode_record``; bounded).
+
+    Every field is validated on construction, one method per group (``_check_choices``, ``_check_workload``,
+    ``_check_reward``, ``_check_observation``, ``_check_episode``, ``_check_nested``): numbers finite and in
+    range, counts integers (sizes bounded by :data:`MAX_WINDOW_JOBS`, :data:`MAX_ACTIONS`, :data:`MAX_HISTORY`);
+    a bad value raises :class:`ConfigError` whose ``field`` names it.
     """
 
     cluster: str = "mlfs-80"
@@ -111,44 +138,86 @@ class EnvConfig:
     max_sim_time: float = 30 * 86400.0
     max_steps: int | None = 50_000
     render_history: int = 256
+    allow_empty_episode: bool = False
 
     def __post_init__(self) -> None:
-        self.reward_weights = tuple(float(w) for w in self.reward_weights)
-        names = objective_names()
-        if len(self.reward_weights) != len(names):
-            raise ConfigError(f"reward_weights must have {len(names)} entries, one per objective {names}, "
-                              f"got {len(self.reward_weights)}")
-        if self.workload not in ("philly", "generator"):
-            raise ConfigError(f"workload must be 'philly' or 'generator', got {self.workload!r}")
-        if self.split not in ("train", "test"):
-            raise ConfigError(f"split must be 'train' or 'test', got {self.split!r}")
-        if not 0.0 < self.train_fraction < 1.0:
-            raise ConfigError(f"train_fraction must be in (0, 1), got {self.train_fraction}")
-        if self.invalid_action not in ("raise", "penalty"):
-            raise ConfigError(f"invalid_action must be 'raise' or 'penalty', got {self.invalid_action!r}")
-        for name in ("window_jobs", "window_size", "n_destinations"):
-            if int(getattr(self, name)) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.loss_history < 1:
-            raise ConfigError("loss_history must be >= 1")
-        if self.preempt_rows is not None and self.preempt_rows < 1:
-            raise ConfigError(f"preempt_rows must be >= 1 or None, got {self.preempt_rows}")
-        if self.migrate_rows is not None and self.migrate_rows < 0:
-            raise ConfigError(f"migrate_rows must be >= 0 or None, got {self.migrate_rows}")
-        if self.rows_per_job is not None and self.rows_per_job < 1:
-            raise ConfigError(f"rows_per_job must be >= 1 or None, got {self.rows_per_job}")
-        if self.time_scale <= 0 or self.bytes_scale <= 0:
-            raise ConfigError("time_scale and bytes_scale must be > 0")
-        if not self.max_sim_time > 0:
-            raise ConfigError("max_sim_time must be > 0 (use inf for no limit)")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ConfigError("max_steps must be >= 1 or None")
-        for name, allowed in (("sim", None), ("mapping", None), ("generator", _GENERATOR_KEYS)):
+        self._check_choices()
+        self._check_workload()
+        self._check_reward()
+        self._check_observation()
+        self._check_episode()
+        for name in ("sim", "mapping", "generator"):
             d = getattr(self, name)
             if not isinstance(d, Mapping):
-                raise ConfigError(f"{name} must be a dict, got {type(d).__name__}")
+                raise ConfigError(f"{name} must be a dict, got {type(d).__name__}", name)
             setattr(self, name, dict(d))
         self._check_nested()
+
+    def _check_choices(self) -> None:
+        """Named options and switches."""
+        for name, allowed in (("workload", ("philly", "generator")), ("split", ("train", "test")),
+                              ("invalid_action", ("raise", "penalty"))):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}", name)
+        for name in ("vector_reward", "preemption", "allow_empty_episode"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}", name)
+        if not isinstance(self.cluster, str):
+            raise ConfigError(f"cluster must be a preset name, got {self.cluster!r}", "cluster")
+        for name in ("cluster_file", "trace_path"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), (str, os.PathLike)):
+                raise ConfigError(f"{name} must be a path or None, got {getattr(self, name)!r}", name)
+
+    def _check_workload(self) -> None:
+        """Which jobs an episode gets: window, split, job filter, mapping seed."""
+        self.window_jobs = _integer("window_jobs", self.window_jobs, 1, MAX_WINDOW_JOBS)
+        if self.window_start is not None:
+            self.window_start = _number("window_start", self.window_start, lo=0.0)
+        _number("train_fraction", self.train_fraction, lo=0.0, lo_open=True, hi=1.0)
+        if self.train_fraction == 1.0:
+            raise ConfigError("train_fraction must be < 1 (the test split would be empty), got 1.0", "train_fraction")
+        self.max_job_gpus = _integer("max_job_gpus", self.max_job_gpus, 1, none_ok=True)
+        self.mapping_seed = _integer("mapping_seed", self.mapping_seed, 0, none_ok=True)
+
+    def _check_reward(self) -> None:
+        """MLFS Eq. 7's weights, the normalising scales and the invalid-action penalty: finite, each in its range."""
+        names = objective_names()
+        w = self.reward_weights
+        if isinstance(w, (str, bytes)) or not isinstance(w, Iterable):
+            raise ConfigError(f"reward_weights must be {len(names)} numbers, got {w!r}", "reward_weights")
+        w = tuple(w)
+        if len(w) != len(names):
+            raise ConfigError(f"reward_weights must have {len(names)} entries, one per objective {names}, "
+                              f"got {len(w)}", "reward_weights")
+        for name, v in zip(names, w):
+            _number(f"reward_weights[{name}]", v, lo=0.0, field="reward_weights")
+        self.reward_weights = tuple(float(v) for v in w)
+        if not any(self.reward_weights) and not self.vector_reward:
+            raise ConfigError("reward_weights are all 0: the scalar reward would always be 0", "reward_weights")
+        self.time_scale = _number("time_scale", self.time_scale, lo=0.0, lo_open=True)
+        self.bytes_scale = _number("bytes_scale", self.bytes_scale, lo=0.0, lo_open=True)
+        # a cost: a positive "penalty" would reward invalid actions
+        self.invalid_penalty = _number("invalid_penalty", self.invalid_penalty, hi=0.0)
+
+    def _check_observation(self) -> None:
+        """Window rows, destination columns and history lengths; the action space stays within MAX_ACTIONS."""
+        self.window_size = _integer("window_size", self.window_size, 1)
+        self.n_destinations = _integer("n_destinations", self.n_destinations, 1)
+        n_actions = self.window_size * (self.n_destinations + 1) + 1
+        if n_actions > MAX_ACTIONS:
+            raise ConfigError(f"window_size x (n_destinations + 1) + 1 = {n_actions} actions exceeds {MAX_ACTIONS}",
+                              "window_size")
+        self.rows_per_job = _integer("rows_per_job", self.rows_per_job, 1, none_ok=True)
+        self.migrate_rows = _integer("migrate_rows", self.migrate_rows, 0, none_ok=True)
+        self.preempt_rows = _integer("preempt_rows", self.preempt_rows, 1, none_ok=True)
+        self.max_gpus_per_server = _integer("max_gpus_per_server", self.max_gpus_per_server, 1, none_ok=True)
+        self.loss_history = _integer("loss_history", self.loss_history, 1, MAX_HISTORY)
+
+    def _check_episode(self) -> None:
+        """Truncation and the render record."""
+        _number("max_sim_time", self.max_sim_time, lo=0.0, lo_open=True, inf_ok=True)
+        self.max_steps = _integer("max_steps", self.max_steps, 1, none_ok=True)
+        self.render_history = _integer("render_history", self.render_history, 1, MAX_HISTORY)
 
     def _check_nested(self) -> None:
         from .core.engine import SimConfig
@@ -156,27 +225,27 @@ class EnvConfig:
         sim_keys = {f.name for f in fields(SimConfig)}
         bad = set(self.sim) - sim_keys
         if bad:
-            raise ConfigError(f"unknown sim key(s) {sorted(bad)}; known: {sorted(sim_keys)}")
+            raise ConfigError(f"unknown sim key(s) {sorted(bad)}; known: {sorted(sim_keys)}", "sim")
         if "horizon_s" in self.sim:
-            raise ConfigError("sim.horizon_s is set from max_sim_time; give max_sim_time instead")
+            raise ConfigError("sim.horizon_s is set from max_sim_time; give max_sim_time instead", "sim.horizon_s")
         try:
-            SimConfig(**self.sim)
+            SimConfig(**self.sim, horizon_s=float(self.max_sim_time))
         except (TypeError, ValueError) as e:
-            raise ConfigError(f"sim: {e}") from None
+            raise ConfigError(f"sim: {e}", f"sim.{getattr(e, 'field', '')}".rstrip(".")) from None
         bad = set(self.generator) - set(_GENERATOR_KEYS)
         if bad:
-            raise ConfigError(f"unknown generator key(s) {sorted(bad)}; known: {sorted(_GENERATOR_KEYS)}")
+            raise ConfigError(f"unknown generator key(s) {sorted(bad)}; known: {sorted(_GENERATOR_KEYS)}", "generator")
         if self.mapping:
             from .core.mapping import MappingConfig
 
             keys = {f.name for f in fields(MappingConfig)}
             bad = set(self.mapping) - keys
             if bad:
-                raise ConfigError(f"unknown mapping key(s) {sorted(bad)}; known: {sorted(keys)}")
+                raise ConfigError(f"unknown mapping key(s) {sorted(bad)}; known: {sorted(keys)}", "mapping")
             try:
                 MappingConfig(**self.mapping)
             except (TypeError, ValueError) as e:
-                raise ConfigError(f"mapping: {e}") from None
+                raise ConfigError(f"mapping: {e}", "mapping") from None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -230,3 +299,22 @@ class EnvConfig:
             raise ConfigError(f"config must be an EnvConfig, a dict or a YAML path, got {type(config).__name__}")
         return base.replace(**overrides) if overrides else base
 
+
+
+def _number(name: str, v: Any, lo: float = -math.inf, lo_open: bool = False, hi: float = math.inf,
+            inf_ok: bool = False, field: str | None = None) -> float:
+    """``v`` as a float, or ConfigError naming ``name`` (the range rule: ``clustergym.core.config.number_error``)."""
+    why = number_error(v, lo, lo_open, hi, inf_ok)
+    if why:
+        raise ConfigError(f"{name} {why} (got {v!r})", field or name)
+    return float(v)
+
+
+def _integer(name: str, v: Any, lo: int, hi: float = math.inf, none_ok: bool = False) -> int | None:
+    """``v`` as an int (integral floats such as YAML's 1e3 accepted), or ConfigError naming ``name``."""
+    if v is None and none_ok:
+        return None
+    why = number_error(v, lo, False, hi, False, integer=True)
+    if why:
+        raise ConfigError(f"{name} {why}{' or None' if none_ok else ''} (got {v!r})", name)
+    return int(v)

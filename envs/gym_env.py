@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from .config import EnvConfig
+from .config import EmptyEpisodeError, EnvConfig
 from .core.commands import Command, execute
 from .core.engine import SimConfig, Simulator
 from .core.job import JobState
@@ -122,7 +122,8 @@ class ClusterEnv(gym.Env):
 
     **Termination**: every job of the episode's window finished or was stopped. **Truncation**: the simulated
     time reached ``max_sim_time`` (the simulator's horizon) or ``max_steps`` agent steps were taken. The info of
-    the final step (either way) carries ``sim.summary()`` as ``info["summary"]``. Stepping after the end returns
+    the final step (either way) carries ``sim.summary()`` as ``info["summary"]``, and ``info["stalled"]`` (the
+    reason) when the simulator ended the run because nothing progressed for ``sim.stall_timeout_s``. Stepping after the end returns
     the terminal observation again with reward 0 (a zero vector with ``vector_reward``).
 
     **Info** on reset and every step: ``action_mask`` (bool), ``objectives``, ``sim_time``, ``steps``,
@@ -204,6 +205,8 @@ class ClusterEnv(gym.Env):
             from .scenarios import episode_jobs
 
             specs, ep = episode_jobs(cfg, self._cluster, rng)
+        if not specs and not cfg.allow_empty_episode:
+            self._refuse_empty(cfg, ep)
         sim_seed = int(rng.integers(2**62))
         ep["sim_seed"] = sim_seed
         ep["n_jobs"] = len(specs)
@@ -225,7 +228,7 @@ class ClusterEnv(gym.Env):
         info = self._info(np.zeros(self.reward_fn.dim))
         info["episode"] = dict(ep)
         if self._done:
-            info["summary"] = self.sim.summary()
+            info.update(self._end_info())
         return obs, info
 
     def step(self, action: Any) -> tuple[dict, Any, bool, bool, dict]:
@@ -236,7 +239,7 @@ class ClusterEnv(gym.Env):
         if self._done:
             zero = np.zeros(self.reward_fn.dim, np.float32) if self.config.vector_reward else 0.0
             return (self._make_obs(), zero, self._terminated, self._truncated,
-                    {**self._info(np.zeros(self.reward_fn.dim)), "summary": self.sim.summary()})
+                    {**self._info(np.zeros(self.reward_fn.dim)), **self._end_info()})
         self._steps += 1
         info_extra: dict[str, Any] = {}
         penalty = 0.0
@@ -263,16 +266,30 @@ class ClusterEnv(gym.Env):
         if info_extra:
             info.update(info_extra)
         if self._done:
-            info["summary"] = self.sim.summary()
+            info.update(self._end_info())
         if self.config.vector_reward:
             info["scalar_reward"] = reward
             return obs, g.astype(np.float32), self._terminated, self._truncated, info
         return obs, reward, self._terminated, self._truncated, info
 
     # ------------------------------------------------------------------ internals
+    def _refuse_empty(self, cfg: EnvConfig, ep: dict) -> None:
+        """An episode without jobs is an error unless ``allow_empty_episode``: say which setting selected none."""
+        if self._job_specs is not None:
+            why, field = "job_specs gave no job", "job_specs"
+        else:
+            from .scenarios import empty_episode_reason
+
+            why, field = empty_episode_reason(cfg, ep)
+        raise EmptyEpisodeError(f"empty episode: {why} (EnvConfig.allow_empty_episode=True allows it)", field)
+
     def objective_totals(self) -> np.ndarray:
         """Episode-to-date objective sums (what the per-step ``info["objectives"]`` add up to)."""
         return self.reward_fn.totals()
+
+    def _end_info(self) -> dict:
+        """The final step's extra info: the summary, and why the run stalled if it did (``sim.stalled``)."""
+        return {"summary": self.sim.summary(), **({"stalled": self.sim.stalled} if self.sim.stalled else {})}
 
     def _info(self, g: np.ndarray) -> dict:
         return {"action_mask": self.window.mask.copy(), "objectives": g, "sim_time": self.sim.now,

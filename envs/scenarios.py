@@ -104,7 +104,12 @@ def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
         part = trace_part(cfg.trace_path, int(max_gpus), cfg.split, float(cfg.train_fraction))
         n = len(part)
         if n == 0:
-            raise ValueError("the selected trace part has no jobs that fit the cluster")
+            if not cfg.allow_empty_episode:
+                from .config import EmptyEpisodeError
+
+                raise EmptyEpisodeError(f"the {cfg.split} part of the trace has no job of at most {max_gpus} GPUs "
+                                        f"(max_job_gpus, or the GPU count of cluster {cluster.name!r})", "max_job_gpus")
+            return [], {**info, "window_start": 0.0, "dropped_jobs": []}
         t = part["submit_time"].to_numpy()
         if cfg.window_start is not None:
             start = float(cfg.window_start)
@@ -122,15 +127,33 @@ def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
                 pass
         info["window_start"] = start
     specs = to_job_specs(df, map_seed, mcfg, cluster)
-    # a mapped job whose tasks together exceed the cluster (e.g. 16 CPU-heavy replicas on 128 cores) could
-    # never start and would hold the episode open to its horizon: leave it out, and say so in the info
+    # a mapped job whose tasks can never hold slots together (e.g. 16 CPU-heavy replicas on 128 cores) could
+    # never start and would hold the episode open: leave it out, and say so in the info
     from .core.catalogue_data import get_model
     from .core.dag import build_tasks
-    from .core.resources import cluster_totals, gang_shortfall
+    from .core.resources import cluster_totals, never_runs
 
     kept, dropped = [], []
     totals = cluster_totals(cluster)
     for sp in specs:
-        (kept if gang_shortfall(build_tasks(sp, get_model(sp.model)), cluster, totals) is None else dropped).append(sp)
+        (kept if never_runs(build_tasks(sp, get_model(sp.model)), cluster, totals) is None else dropped).append(sp)
     info["dropped_jobs"] = [sp.job_id for sp in dropped]
     return kept, info
+
+
+def empty_episode_reason(cfg, info: dict) -> tuple[str, str]:
+    """Why :func:`episode_jobs` selected no job: (message, the EnvConfig field at fault)."""
+    dropped = info.get("dropped_jobs") or []
+    if dropped:
+        return (f"all {len(dropped)} jobs of the episode were left out: their tasks can never hold slots together "
+                f"on the cluster ({cfg.cluster_file or cfg.cluster})", "cluster")
+    if cfg.workload == "generator":
+        limit = cfg.max_job_gpus or cluster_spec(cfg).n_gpus
+        return (f"the {cfg.window_jobs} generated jobs all ask for more than {limit} GPUs (max_job_gpus, or the "
+                "cluster's GPU count): use more window_jobs or generator.gpu_choices the cluster holds", "max_job_gpus")
+    part = trace_part(cfg.trace_path, int(cfg.max_job_gpus or cluster_spec(cfg).n_gpus), cfg.split,
+                      float(cfg.train_fraction))
+    t = part["submit_time"].to_numpy()
+    return (f"window_start={cfg.window_start!r} s selects no job: the last job of the {cfg.split} part is submitted "
+            f"at {t[-1] - (t[0] if cfg.split == 'test' else 0.0):.0f} s (window_start is relative to the part's "
+            "first job for the test split)", "window_start")

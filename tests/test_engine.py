@@ -226,10 +226,22 @@ def check_invariants(sim):
         if t.state == TaskState.RUNNING:
             assert t.t.kind == "ps" or t.gpu >= 0
     used = np.zeros(c.n_gpus)
+    cpu, mem = np.zeros(c.n_servers), np.zeros(c.n_servers)
     for t in sim.running_tasks():
         if t.gpu >= 0:
             used[t.gpu] += t.t.gpu_memory_gb
+        cpu[t.server] += t.t.cpu_cores
+        mem[t.server] += t.t.memory_gb
     assert np.allclose(used, c.gpu_mem_used)
+    # resources conserved: the nominal allocation is what the running tasks hold
+    assert np.allclose(cpu, c.cpu_alloc) and np.allclose(mem, c.mem_alloc)
+    # every running task is on its own GPU's list and on no other (a PS on none); waiting tasks hold nothing
+    on_gpu = [t for ts in c.gpu_tasks for t in ts]
+    assert len(on_gpu) == len(set(map(id, on_gpu)))
+    assert all(t.gpu == g for g, ts in enumerate(c.gpu_tasks) for t in ts)
+    running = [t for t in sim.tasks if t.state == TaskState.RUNNING]
+    assert sorted(t.tid for t in on_gpu) == sorted(t.tid for t in running if not t.is_ps)
+    assert all(t.server < 0 and t.gpu < 0 for t in sim.tasks if t.state != TaskState.RUNNING)
 
 
 def mixed_specs(n=30, seed=1):

@@ -115,7 +115,10 @@ def _check_mask_against_core(u):
         if t is None:
             assert not m2[r].any(), "padding row has a valid action"
             continue
-        assert m2[r, u.K] == (kind == "migrate")
+        assert m2[r, u.K] == (kind in ("migrate", "preempt"))
+        if kind == "preempt":  # back to the queue (the whole job) is its only action
+            assert not m2[r, :u.K].any() and sim.job(t.job.jid).n_placed > 0
+            continue
         if kind == "place":
             assert t.is_ready()
         for col, s in enumerate(u.window.destinations):

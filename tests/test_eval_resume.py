@@ -9,6 +9,7 @@ import pytest
 from clustergym.eval import compare, specs
 
 SCEN = "tiny=clustergym/GPUCluster-v0:cluster=tiny-8,window_jobs=4,split=test"
+pytestmark = pytest.mark.reliability  # part of the reliability suite (make test-slow)
 
 
 def _runs(policies=("fifo", "nomig=mlf-h:migrate=false"), seeds=(0, 1)):

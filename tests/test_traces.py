@@ -11,6 +11,10 @@ import pytest
 from clustergym.core import traces as T
 from clustergym.core.traces import ColumnMapping, TraceError
 
+# several loaders here are fed rows out of submit order on purpose (to test the stable sort); the TraceWarning
+# that reports them is tested in tests/test_traces_checked.py
+pytestmark = pytest.mark.filterwarnings("ignore::clustergym.core.trace_schema.TraceWarning")
+
 
 @pytest.fixture(scope="module")
 def philly() -> pd.DataFrame:

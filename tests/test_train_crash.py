@@ -27,6 +27,7 @@ TINY_FLAGS = ["--env", "{window_jobs: 10}", "--train-max-steps", "100", "--n-ste
               "--eval-baselines", "[fifo]", "--final-eval-episodes", "1", "--final-eval-max-steps", "100",
               "--final-baselines", "[fifo]", "--no-progress"]
 PICKLE = pytest.mark.filterwarnings("ignore:SB3 zip files contain pickled")
+pytestmark = pytest.mark.reliability  # part of the reliability suite (make test-slow)
 
 
 def _interrupted_run(out: Path, stop_at: int = 256) -> dict:

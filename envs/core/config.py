@@ -41,6 +41,10 @@ class SimConfig:
     gang_timeout_s: float = 1800.0  # a partially placed job releases its slots after this long (inf = never)
     horizon_s: float = math.inf  # stop the simulation here (unfinished jobs are reported)
     record_series: bool = True
+    # end the run (Simulator.stalled, a StallWarning) when jobs wait but none progressed, arrived or ended for this
+    # long: a policy that never fully places a job would otherwise be asked at every tick forever (inf = never;
+    # then horizon_s must be finite)
+    stall_timeout_s: float = 86400.0
 
     def __post_init__(self) -> None:
         if self.decide_on not in DECIDE_ON:
@@ -52,6 +56,9 @@ class SimConfig:
                 _check_number(name, getattr(self, name), *limits)
         if self.usage_max < self.usage_min:
             raise SimConfigError("usage_max", f"must be >= usage_min = {self.usage_min}", self.usage_max)
+        if math.isinf(self.horizon_s) and math.isinf(self.stall_timeout_s):
+            raise SimConfigError("stall_timeout_s", "must be finite when horizon_s is infinite (else a run whose jobs "
+                                 "no policy action ever completes would never end)", self.stall_timeout_s)
 
 
 # the numeric fields by range: (lowest value, lowest excluded, highest value, infinity allowed)
@@ -60,18 +67,30 @@ _RANGES: tuple[tuple[tuple[str, ...], tuple[float, bool, float, bool]], ...] = (
     (("overload_threshold", "cluster_overload_threshold"), (0.0, True, 1.0, False)),
     (("usage_change_mean_s", "usage_sigma", "migration_base_s", "suspend_s", "resume_base_s", "resume_per_gpu_s",
       "overload_recheck_s", "contention_step"), (0.0, False, math.inf, False)),
-    (("gang_timeout_s", "horizon_s"), (0.0, True, math.inf, True)),
+    (("gang_timeout_s", "horizon_s", "stall_timeout_s"), (0.0, True, math.inf, True)),
 )
 
 
-def _check_number(name: str, v: object, lo: float, lo_open: bool, hi: float, inf_ok: bool) -> None:
+def number_error(v: object, lo: float = -math.inf, lo_open: bool = False, hi: float = math.inf,
+                 inf_ok: bool = False, integer: bool = False) -> str | None:
+    """Why ``v`` is not a number in range (``lo``, excluded if ``lo_open``; ``hi``; infinity only if
+    ``inf_ok``; an integral value if ``integer``), or None: the one range rule of every configuration."""
     if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        raise SimConfigError(name, "must be a number", v)
+        return "must be a number"
     if math.isnan(v):
-        raise SimConfigError(name, "must be a number, not NaN", v)
+        return "must be a number, not NaN"
     if math.isinf(v) and not inf_ok:
-        raise SimConfigError(name, "must be finite", v)
+        return "must be finite"
+    if integer and not (math.isinf(v) or float(v).is_integer()):
+        return "must be an integer"
     if v < lo or (lo_open and v == lo):
-        raise SimConfigError(name, f"must be {'>' if lo_open else '>='} {lo:g}", v)
+        return f"must be {'>' if lo_open else '>='} {lo:g}"
     if v > hi:
-        raise SimConfigError(name, f"must be <= {hi:g}", v)
+        return f"must be <= {hi:g}"
+    return None
+
+
+def _check_number(name: str, v: object, lo: float, lo_open: bool, hi: float, inf_ok: bool) -> None:
+    why = number_error(v, lo, lo_open, hi, inf_ok)
+    if why:
+        raise SimConfigError(name, why, v)

@@ -31,6 +31,7 @@ from .metrics import Metrics, job_records
 from .progress import (advance, cancel_completion, completion_time, on_attach, on_detach, refresh_rate,
                        start as start_progress, stop as stop_progress)
 from .resources import Changes, Resources
+from .stall import StallWarning, StallWatch  # noqa: F401  (StallWarning: part of the engine API)
 from .state import ClusterState
 from .workload import STOP_OPTIONS, JobSpec
 
@@ -40,6 +41,14 @@ EV_COMPLETE, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_TICK = ra
 
 class InvalidCommand(ValueError):
     """A scheduler command the simulator refuses; the message says exactly why."""
+
+
+class UnplaceableJob(ValueError):
+    """A job no policy could ever run on the cluster (refused when the simulator is built); ``job_id`` names it."""
+
+    def __init__(self, job_id: int, why: str) -> None:
+        self.job_id = job_id
+        super().__init__(why)
 
 
 class Controller(Protocol):
@@ -76,7 +85,7 @@ class Simulator:
         for job in self.jobs:
             why = self.resources.never_fits(job)
             if why:
-                raise ValueError(f"job {job.jid} ({job.model.name}): {why}")
+                raise UnplaceableJob(job.jid, f"job {job.jid} ({job.model.name}): {why}")
         self.task_server = self.resources.task_server  # read by the env's affinity kernel
         self.queue: dict[int, Task] = {}  # waiting tasks by tid, in queue-entry order
         self.active_jobs: dict[int, Job] = {}
@@ -94,7 +103,10 @@ class Simulator:
         self._overload_offered: tuple = ()  # overloaded servers at the last overload-driven decision point
         self._overload_offered_at = -math.inf
         self._usage_pending: set[Job] = set()  # jobs with a resource-use change scheduled
-        self._gang_token: dict[int, int] = {}
+        self._gang_token: dict[int, int] = {}  # the pending gang timeout of each partly placed job
+        self._gang_seq = 0  # gang timeout tokens are unique: a stale timeout never matches a later one
+        self._stall = StallWatch(self.config.stall_timeout_s)
+        self.stalled: str | None = None  # why the run ended early, if it stalled (a StallWarning too)
         self._done = False
         self.decision_count = 0
         self.events_processed = 0
@@ -181,19 +193,14 @@ class Simulator:
         task.waited += self.now - task.queued_since
         job = task.job
         self._touch(job)
-        was_placed = job.n_placed
         self._attach(task, server, g)
+        self._gang_timer(job)
         if job.fully_placed:
-            self._gang_token.pop(job.jid, None)
             if job.record.first_start >= 0:  # restarting after preemption or a requeue: restore from checkpoint
                 job.paused_until = max(job.paused_until, self.now + self._resume_overhead(job))
                 self._push(job.paused_until, EV_RESUME, job, self._epoch[job])
             else:
                 job.record.first_start = self.now
-        elif was_placed == 0:
-            token = self._gang_token.get(job.jid, 0) + 1
-            self._gang_token[job.jid] = token
-            self._push(self.now + self.config.gang_timeout_s, EV_GANG, job, token)
         self._flush()
         return g
 
@@ -227,13 +234,16 @@ class Simulator:
 
     def requeue(self, tid: int) -> None:
         """Take a running task off its GPU and put it back in the queue (MLFS: a migration candidate
-        that found no destination). Its job stops progressing until the task is placed again."""
+        that found no destination). Its job pauses until the task is placed again: its other tasks, DAG
+        children included, keep their slots at rate 0, for at most ``gang_timeout_s`` (the job is partly placed
+        again: its gang timeout starts now, and releases every slot if the task is not placed back by then)."""
         task = self.task(tid)
         if task.state != TASK_RUNNING:
             raise InvalidCommand(f"task {tid} is {task.state.name}, only RUNNING tasks can be requeued")
         self._touch(task.job)
         self._detach(task)
         self._enqueue(task)
+        self._gang_timer(task.job)
         self._flush()
 
     def preempt(self, jid: int) -> None:
@@ -298,12 +308,12 @@ class Simulator:
     # ------------------------------------------------------------------ driving
     def next_decision(self) -> bool:
         """Advance to the next decision point. Returns False once every job has finished (or the horizon
-        is reached); the state then stays final."""
+        is reached, or the run stalled: :attr:`stalled`); the state then stays final."""
         if self._done:
             return False
         if self.decision_count > 0:
             self._after_round()
-        events, horizon, epoch = self._events, self.config.horizon_s, self._epoch
+        events, horizon, epoch, stall = self._events, self.config.horizon_s, self._epoch, self._stall
         while events:
             t, kind, _, obj, token = heappop(events)
             if t > horizon:
@@ -311,6 +321,10 @@ class Simulator:
                 break
             if t > self.now:
                 self._advance_clock(t)
+            if t >= stall.check_at:
+                self.stalled = stall.check(self.now, self.active_jobs, self.metrics.jobs_ended)
+                if self.stalled:
+                    break
             self.events_processed += 1
             if kind == EV_TICK:
                 if t != self._tick_at:
@@ -420,6 +434,20 @@ class Simulator:
             if t.state == TASK_RUNNING:
                 self._detach(t)
                 self._enqueue(t)
+        self._gang_timer(job)
+
+    def _gang_timer(self, job: Job) -> None:
+        """Keep the job's gang timeout in step with its placement: a partly placed job (some tasks hold slots,
+        not all: it cannot progress) releases every slot ``gang_timeout_s`` after it became partly placed, by
+        its first placement or by a requeue of a fully placed job's task; a job placed fully or not at all has
+        no pending timeout."""
+        if not 0 < job.n_placed < len(job.tasks):
+            self._gang_token.pop(job.jid, None)
+        elif job.jid not in self._gang_token:
+            self._gang_seq += 1
+            self._gang_token[job.jid] = self._gang_seq
+            if self.config.gang_timeout_s < math.inf:
+                self._push(self.now + self.config.gang_timeout_s, EV_GANG, job, self._gang_seq)
 
     def _enqueue(self, task: Task) -> None:
         task.state = TASK_WAITING
@@ -509,6 +537,7 @@ class Simulator:
         if job.record.acc_at_deadline < 0:
             job.record.acc_at_deadline = job.accuracy()
         self.active_jobs.pop(job.jid, None)
+        self._gang_token.pop(job.jid, None)
         self.metrics.on_job_end(job)
         self._dirty.pop(job, None)
         self._request_tick()

@@ -59,9 +59,11 @@ def _lognormal_mean(mu: float, sigma: float, lo: float, hi: float) -> float:
 class _Durations:
     def __init__(self, kind: str, mu: float, sigma: float, lo: float, hi: float) -> None:
         self.kind, self.mu, self.sigma, self.lo, self.hi = kind, mu, sigma, lo, hi
-        if lo < 0 or hi <= lo:
-            raise ValueError("need 0 <= min_duration < max_duration")
+        if not (0 <= lo < hi and math.isfinite(lo)):  # (NaN fails every comparison)
+            raise ValueError(f"need 0 <= min_duration < max_duration (got {lo!r}, {hi!r})")
         if kind == "lognormal":
+            if not (math.isfinite(mu) and 0 < sigma < math.inf):
+                raise ValueError(f"lognormal (mu, sigma) must be finite with sigma > 0 (got {mu!r}, {sigma!r})")
             self.mean = _lognormal_mean(mu, sigma, lo, hi)
         elif kind == "philly":
             from .traces import load_philly
@@ -87,8 +89,8 @@ class _Durations:
 
 def arrival_rate(load: float, cluster_gpus: int, mean_gpus: float, mean_duration: float) -> float:
     """Jobs per second that offer ``load`` x ``cluster_gpus`` GPU-seconds per second."""
-    if load <= 0 or cluster_gpus <= 0:
-        raise ValueError("load and cluster_gpus must be > 0")
+    if not (0 < load < math.inf and cluster_gpus > 0):  # (NaN fails every comparison)
+        raise ValueError(f"load and cluster_gpus must be finite and > 0 (got load={load!r}, cluster_gpus={cluster_gpus!r})")
     return load * cluster_gpus / (mean_gpus * mean_duration)
 
 
@@ -100,6 +102,8 @@ def _arrivals(rng: np.random.Generator, n: int, rate: float, kind: str, amplitud
         raise ValueError("arrival must be 'poisson' or 'diurnal'")
     if not 0.0 <= amplitude <= 1.0:
         raise ValueError("diurnal amplitude must be in [0, 1]")
+    if not (0.0 < period < math.inf and math.isfinite(phase)):
+        raise ValueError(f"diurnal period must be finite and > 0 and phase finite (got {period!r}, {phase!r})")
     lam_max = rate * (1.0 + amplitude)
     out: list[np.ndarray] = []
     got, t = 0, 0.0

@@ -48,6 +48,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .config import number_error
+from .trace_schema import source_row
 from .workload import SLO_CLASSES, STOP_OPTIONS, JobSpec
 
 # Source-trace model names -> catalogue model names (resolved loosely, see _norm).
@@ -69,7 +71,7 @@ UNISCHED_MIX2: dict[str, float] = {"best-effort": 1.0, "soft": 1.0, "strict": 1.
 class MappingConfig:
     model_weights: Mapping[str, float] | None = None
     keep_trace_model: bool = True
-    aliases: Mapping[str, str] = field(default_factory=lambda: dict(MODEL_ALIASES))
+    aliases: Mapping[str, str] = field(default_factory=lambda: dict(MODEL_ALIASES))  # extend MODEL_ALIASES
     unknown_model: str = "error"            # "error" | "sample"
     partitioning: str = "max"               # "max" | "random" | "data"
     max_partitions: int | None = None
@@ -91,6 +93,8 @@ class MappingConfig:
     use_trace_fields: bool = True           # deadline / urgency / accuracy_requirement from the trace
 
     def __post_init__(self) -> None:
+        # aliases given extend the default table (and win over it): a trace's own names need not restate it
+        object.__setattr__(self, "aliases", {**MODEL_ALIASES, **dict(self.aliases)})
         if self.unknown_model not in ("error", "sample"):
             raise ValueError("unknown_model must be 'error' or 'sample'")
         if self.partitioning not in ("max", "random", "data"):
@@ -110,6 +114,26 @@ class MappingConfig:
             v = getattr(self, name)
             if v is not None and not v > 0:
                 raise ValueError(f"{name} must be > 0 (got {v!r})")
+        self._check_ranges()
+
+    def _check_ranges(self) -> None:
+        """The numeric draws' parameters: finite, in range, (low, high) pairs ordered; weights finite and >= 0."""
+        checks = (("deadline_factor", self.deadline_factor, 0.0, True, math.inf),
+                  ("max_partitions", self.max_partitions, 1.0, False, math.inf))
+        for name, v, lo, lo_open, hi in checks:
+            why = None if v is None else number_error(v, lo, lo_open, hi, integer=name == "max_partitions")
+            if why:
+                raise ValueError(f"{name} {why} (got {v!r})")
+        for name, hi in (("deadline_range_h", math.inf), ("accuracy_fraction", 1.0), ("data_size_mb", math.inf),
+                         ("comm_mb", math.inf)):
+            pair = getattr(self, name)
+            if len(pair) != 2 or any(number_error(v, 0.0, False, hi) for v in pair) or pair[0] > pair[1]:
+                raise ValueError(f"{name} must be (low, high) with 0 <= low <= high <= {hi:g}, finite (got {pair!r})")
+        for name, mix in (("model_weights", self.model_weights or {}), ("slo_mix", self.slo_mix),
+                          ("stop_mix", self.stop_mix)):
+            bad = {k: w for k, w in mix.items() if number_error(w, 0.0)}
+            if bad:
+                raise ValueError(f"{name}: weights must be finite numbers >= 0 (got {bad})")
 
 
 # Used when neither the config nor a cluster gives the reference server.
@@ -229,6 +253,11 @@ def _trace_model(raw: str, names: Any, cfg: MappingConfig, where: str) -> str | 
     return r
 
 
+def _where(df: pd.DataFrame, i: int, jid: int, source: str) -> str:
+    """Job ``jid`` at row ``i`` of ``df``, named by its row in the trace's file (a window's rows are not)."""
+    return f"job {jid} ({source or 'trace'} data row {source_row(df, i)})"
+
+
 def _given(column: np.ndarray | None, i: int, otherwise: Callable[[], Any]) -> Any:
     """The trace's value in row ``i`` of ``column`` (as a float) when present, else ``otherwise()``."""
     if column is not None and not pd.isna(column[i]):
@@ -266,11 +295,11 @@ def to_job_specs(df: pd.DataFrame, seed: int, config: MappingConfig | None = Non
     for i in range(n):
         jid = int(job_ids[i])
         if not math.isfinite(dur[i]) or dur[i] < 0:
-            raise ValueError(f"job {jid} (row {i + 1}): duration {dur[i]!r} is missing or negative; "
+            raise ValueError(f"{_where(df, i, jid, source)}: duration {dur[i]!r} is missing or negative; "
                              "fill it first (e.g. traces.fill_pollux_durations)")
         name = sampled[i]
         if trace_model is not None and not pd.isna(trace_model[i]):
-            name = _trace_model(str(trace_model[i]), names, cfg, f"job {jid} (row {i + 1})") or name
+            name = _trace_model(str(trace_model[i]), names, cfg, _where(df, i, jid, source)) or name
         model = models.get(name)
         if model is None:
             model = models[name] = get_model(name)

@@ -35,6 +35,10 @@ PCIE3_GBPS = 126.0
 NVLINK2_GBPS = 1200.0
 
 _SERVER_FIELDS = ("name", "gpu_type", "n_gpus", "cpu_cores", "memory_gb", "nic_gbps", "intra_gbps", "count")
+# Bounds of a cluster file, so a typo (``count: 1e8``) is an error instead of a hang: ten times the largest server
+# count and twice the largest GPUs per server of the presets and machines we know (PAI 1,534 servers; 16-GPU DGX-2)
+MAX_SERVERS = 100_000
+MAX_GPUS_PER_SERVER = 32
 
 
 class ClusterFileError(ValueError):
@@ -175,6 +179,15 @@ def _num(fname: str, where: str, raw: Any, *, integer: bool = False) -> float:
     return int(raw) if integer else float(raw)
 
 
+def _check_size(at: str, n_gpus: float, count: float, so_far: int) -> None:
+    """A server group within :data:`MAX_GPUS_PER_SERVER` and the file within :data:`MAX_SERVERS` servers."""
+    if n_gpus > MAX_GPUS_PER_SERVER:
+        raise ClusterFileError(f"{at}.n_gpus: at most {MAX_GPUS_PER_SERVER} GPUs per server, got {n_gpus:g}")
+    if so_far + count > MAX_SERVERS:
+        raise ClusterFileError(f"{at}.count: the file would hold {so_far + count:g} servers, more than the "
+                               f"{MAX_SERVERS} allowed (a typo?)")
+
+
 def load_cluster(path: str | os.PathLike) -> ClusterSpec:
     """Read a cluster from a YAML or JSON file (schema in the module docstring)."""
     path = Path(path)
@@ -219,6 +232,7 @@ def load_cluster(path: str | os.PathLike) -> ClusterSpec:
         nic = _num(fn, f"{at}.nic_gbps", s["nic_gbps"]) if "nic_gbps" in s else 10.0
         intra = _num(fn, f"{at}.intra_gbps", s["intra_gbps"]) if "intra_gbps" in s else 100.0
         count = _num(fn, f"{at}.count", s["count"], integer=True) if "count" in s else 1
+        _check_size(at, n_gpus, count, len(servers))
         base = s.get("name")
         if base is not None and (not isinstance(base, str) or not base):
             raise ClusterFileError(f"{at}.name: expected a non-empty string, got {base!r}")

@@ -17,6 +17,7 @@ The module-level functions are the rules themselves, shared with the policies' v
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Iterable
 
 import numpy as np
@@ -82,6 +83,86 @@ def gang_shortfall(tasks: list, cluster: ClusterSpec, totals: tuple[float, float
         if not fits(h, w):
             return f"its {len(tasks)} tasks need {w:.1f} {what} at once; cluster {cluster.name!r} has {h:.1f}"
     return None
+
+
+def never_runs(tasks: list, cluster: ClusterSpec, totals: tuple[float, float, float] | None = None) -> str | None:
+    """Why a job with these task templates could never run on ``cluster`` (its tasks together exceed the
+    cluster, or no packing of them onto the idle cluster exists: :func:`idle_packing`), or None."""
+    short = gang_shortfall(tasks, cluster, totals)
+    if short is None and idle_packing(tasks, cluster) is False:
+        return _no_packing(len(tasks), cluster)
+    return short
+
+
+def _no_packing(n_tasks: int, cluster: ClusterSpec) -> str:
+    return (f"its {n_tasks} tasks can never hold slots at once: no placement of them on the idle cluster "
+            f"{cluster.name!r} fits every server's CPU cores and memory and every GPU's memory")
+
+
+PACK_BUDGET = 20_000  # search steps beyond one per task before idle_packing gives up (undecided)
+
+
+def idle_packing(tasks: list, cluster: ClusterSpec, budget: int = PACK_BUDGET) -> bool | None:
+    """Whether the tasks (templates) of one job can all hold slots at once on the idle ``cluster`` under the
+    fit rule (CPU cores and host memory per server, GPU memory per GPU; GPUs may be shared; a PS takes no GPU):
+    True (a packing exists), False (proved impossible: no policy could ever run the job), None (undecided
+    within ``budget`` extra search steps).
+
+    A depth-first search, biggest tasks first, whose first path is best-fit decreasing. Servers in the same
+    state (free CPU, memory and GPU memories) and GPUs with the same free memory are interchangeable, so the
+    cluster is a multiset of server states and each step tries every distinct (state, GPU) the task fits."""
+    counts: dict[tuple, int] = {}
+    for s in cluster.servers:  # a state: (free CPU, free memory, sorted free GPU memories)
+        key = (float(s.cpu_cores), float(s.memory_gb), (float(s.gpu_memory_gb),) * s.n_gpus)
+        counts[key] = counts.get(key, 0) + 1
+    need = sorted(((-1.0 if t.kind == "ps" else t.gpu_memory_gb, t.cpu_cores, t.memory_gb) for t in tasks), reverse=True)
+    steps, limit = 0, len(need) + budget
+    stack = [_pack_moves(counts, need[0])] if need else []
+    done: list[tuple] = []  # (old state, new state) of each placed task
+    while stack:
+        move = next(stack[-1], None)
+        if move is None:  # no (other) slot for this task: undo the previous task's and try its next one
+            stack.pop()
+            if done:
+                _pack_apply(counts, *reversed(done.pop()))
+            continue
+        _pack_apply(counts, *move)
+        done.append(move)
+        steps += 1
+        if len(done) == len(need):
+            return True
+        if steps > limit:
+            return None
+        stack.append(_pack_moves(counts, need[len(done)]))
+    return False
+
+
+def _pack_moves(counts: dict, need: tuple):
+    """The distinct (state, new state) moves of a task needing ``need`` = (GPU memory, -1 for a PS; CPU; memory),
+    tightest fit first (a generator: it reads the states as they are when it resumes, which the search restores
+    before resuming it)."""
+    gmem, cpu, mem = need
+    for st in sorted(counts, key=lambda k: (k[0], k[1], sum(k[2]))):
+        if not (fits(st[0], cpu) and fits(st[1], mem)):
+            continue
+        if gmem < 0:
+            yield st, (st[0] - cpu, st[1] - mem, st[2])
+            continue
+        seen = set()
+        for i, free in enumerate(st[2]):
+            if free in seen or not fits(free, gmem):
+                continue
+            seen.add(free)
+            gpus = tuple(sorted(st[2][:i] + (free - gmem,) + st[2][i + 1:]))
+            yield st, (st[0] - cpu, st[1] - mem, gpus)
+
+
+def _pack_apply(counts: dict, old: tuple, new: tuple) -> None:
+    """One server moves from state ``old`` to ``new``."""
+    counts[old] -= 1
+    if not counts[old]:
+        del counts[old]
+    counts[new] = counts.get(new, 0) + 1
 
 
 class Changes:
@@ -227,7 +308,20 @@ class Resources:
                 return (f"task {tt.index} needs {key[2]:.1f} GB GPU memory, {key[0]:.1f} CPU cores and "
                         f"{key[1]:.1f} GB memory: no server of cluster {c.spec.name!r} can ever host it")
             cache["seen"].add(key)
-        return None
+        return self._never_packs(job)
+
+    def _never_packs(self, job: Job) -> str | None:
+        """:func:`never_runs`'s packing part, once per job shape (its tasks' demands); an undecided search is
+        reported as a warning (the run's stall detection then ends a run the job holds open)."""
+        tasks = [t.t for t in job.tasks]
+        shape = tuple(sorted((t.kind, t.gpu_memory_gb, t.cpu_cores, t.memory_gb) for t in tasks))
+        packs = self._static_fit.setdefault("packs", {})
+        if shape not in packs:
+            packs[shape] = idle_packing(tasks, self.cluster.spec)
+            if packs[shape] is None:
+                warnings.warn(f"job {job.jid}: could not decide within {PACK_BUDGET} search steps whether its "
+                              f"{len(tasks)} tasks fit the idle cluster together", RuntimeWarning, stacklevel=4)
+        return _no_packing(len(tasks), self.cluster.spec) if packs[shape] is False else None
 
     # ------------------------------------------------------------------------------------------ placement
     def attach(self, task: Task, server: int, gpu: int) -> Changes:

@@ -25,12 +25,24 @@ Errors: malformed input raises :class:`TraceError` naming the file, the row, the
 Rows are numbered the way a user finds them in the file: **row N is the N-th data row, 1-based, header
 excluded**; the message also gives the physical line number (header lines counted). Validation is
 vectorised; the error reports the first offending row. Nothing is dropped silently: filters are explicit
-options, logged and counted in ``df.attrs["filters"]``.
+options, logged and counted in ``df.attrs["filters"]``. File loaders keep each job's data row in the column
+``source_row``, so later errors (the mapping to job specs, a window) name the row of the file. A trace with
+no job left (a header-only file, or filters that remove every row) is refused.
+
+What the schema tolerates but a user should know is counted by :func:`audit` into ``df.attrs["report"]``:
+``unsorted_rows`` (rows submitted before an earlier row of the file; the trace is sorted stably),
+``duplicate_rows`` (identical in every column to an earlier row), ``duplicate_ids`` (a job id or name seen in
+an earlier, different row) and ``unattainable_deadlines`` (deadline - submit shorter than the job's own run
+time). The loaders' ``checks`` parameter says what else happens (:data:`CHECKS`): ``"warn"`` (the default for
+your files) a :class:`TraceWarning` per kind with its count and first row; ``"error"`` a :class:`TraceError` at
+the first unsorted, duplicated or duplicate-id row (an unattainable deadline stays a warning: the job is valid,
+it just cannot meet it); ``"report"`` the counts only.
 """
 from __future__ import annotations
 
 import logging
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +72,13 @@ class TraceError(ValueError):
         if column is not None:
             where.append(f"column {column!r}")
         super().__init__(": ".join(where) + f": {reason}")
+
+
+class TraceWarning(UserWarning):
+    """Something a trace's rows hold that the schema tolerates (unsorted, duplicated, unattainable deadlines)."""
+
+
+CHECKS: tuple[str, ...] = ("warn", "error", "report")
 
 
 # ----------------------------------------------------------------------------------------------- paths
@@ -155,9 +174,62 @@ def read_csv(path: Path, **kw) -> tuple[pd.DataFrame, np.ndarray]:
     return df.reset_index(drop=True), np.arange(1, len(df) + 1)
 
 
+def source_row(df: pd.DataFrame, i: int) -> int:
+    """The file's data row of row ``i`` of a canonical trace (``source_row``); ``i + 1`` for a frame built in
+    memory (generated, or assembled without a file)."""
+    return int(df["source_row"].iloc[i]) if "source_row" in df.columns else i + 1
+
+
+def audit(out: pd.DataFrame, source: Any, checks: str, raw: pd.DataFrame | None = None, ids: Any = None,
+          header_lines: int = 1) -> dict[str, int]:
+    """Count the rows of ``out`` (converted, in file order, with ``source_row``) that are out of submit order,
+    duplicated in ``raw`` (the file's rows, same order), reuse an id of ``ids`` or have an unattainable deadline;
+    warn or raise as ``checks`` says (module docstring). Returns the counts (``df.attrs["report"]``)."""
+    if checks not in CHECKS:
+        raise ValueError(f"checks must be one of {CHECKS}, got {checks!r}")
+    rows = out["source_row"].to_numpy()
+    t = out["submit_time"].to_numpy(dtype=float)
+    n = len(t)
+    first = np.full(n, -1)  # per row: the earlier row it repeats (duplicates), for the messages
+    dup_rows = np.zeros(n, dtype=bool)
+    if raw is not None and n:
+        h = pd.util.hash_pandas_object(raw.reset_index(drop=True), index=False)
+        dup_rows = h.duplicated().to_numpy()
+        first = pd.Series(np.arange(n)).groupby(h.to_numpy(), dropna=False).transform("min").to_numpy()
+    dup_ids = np.zeros(n, dtype=bool)
+    if ids is not None and n:
+        ids = pd.Series(np.asarray(ids)).reset_index(drop=True)
+        dup_ids = ids.duplicated().to_numpy() & ~dup_rows
+        first = np.where(dup_ids, pd.Series(np.arange(n)).groupby(ids.to_numpy(), dropna=False).transform("min").to_numpy(), first)
+    unsorted = np.zeros(n, dtype=bool)
+    unsorted[1:] = t[1:] < np.maximum.accumulate(t)[:-1]
+    late = np.zeros(n, dtype=bool)
+    if "deadline" in out and n:
+        late = ((out["deadline"] - out["submit_time"]) < out["duration"]).to_numpy()
+    found = (("unsorted_rows", unsorted, lambda i: "submitted before an earlier row (the trace is sorted by submit time)"),
+             ("duplicate_rows", dup_rows, lambda i: f"identical to data row {rows[first[i]]}"),
+             ("duplicate_ids", dup_ids, lambda i: f"job id {ids.iloc[i]!r} already used by data row {rows[first[i]]}"),
+             ("unattainable_deadlines", late, lambda i: "deadline - submit shorter than the job's run time"))
+    report = {name: int(mask.sum()) for name, mask, _ in found}
+    for name, mask, why in found:
+        if not report[name] or checks == "report":
+            continue
+        i = int(np.flatnonzero(mask)[0])
+        if checks == "error" and name != "unattainable_deadlines":
+            raise TraceError(source, f"{why(i)} ({name}; load with checks='warn' to count them instead)",
+                             row=int(rows[i]), line=int(rows[i]) + header_lines)
+        warnings.warn(f"{source}: {report[name]} of {n} rows: {name.replace('_', ' ')}; the first, data row "
+                      f"{rows[i]}: {why(i)}", TraceWarning, stacklevel=3)
+    log.info("%s: %s", source, report)
+    return report
+
+
 def finish(out: pd.DataFrame, source: Any, t0: Any = None, filters: dict[str, int] | None = None,
-            sort: bool = True, rebase: bool = True) -> pd.DataFrame:
-    """Sort stably by submit time, rebase to the earliest submit, number jobs, set dtypes and attrs."""
+           sort: bool = True, rebase: bool = True, report: dict[str, int] | None = None) -> pd.DataFrame:
+    """Refuse an empty trace; sort stably by submit time, rebase to the earliest submit, number jobs, set dtypes
+    and attrs (``report``: :func:`audit`'s counts)."""
+    if not len(out):
+        raise TraceError(source, f"no job left (filters applied: {dict(filters or {})})")
     if rebase and len(out):
         first = float(out["submit_time"].min())
         out["submit_time"] = out["submit_time"] - first
@@ -173,7 +245,10 @@ def finish(out: pd.DataFrame, source: Any, t0: Any = None, filters: dict[str, in
         out["urgency"] = out["urgency"].astype("int64")
     order = [c for c in CANONICAL_COLUMNS if c in out] + [c for c in out.columns if c not in CANONICAL_COLUMNS]
     out = out[order]
-    out.attrs = {"source": str(source), "t0": None if t0 is None else str(t0), "filters": dict(filters or {})}
+    out.attrs = {"source": str(source), "t0": None if t0 is None else str(t0), "filters": dict(filters or {}),
+                 "report": dict(report or {})}
+    if "source_row" in out:
+        out["source_row"] = out["source_row"].astype("int64")
     return out
 
 

@@ -14,8 +14,9 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .trace_schema import (CANONICAL_COLUMNS, OPTIONAL_COLUMNS, REQUIRED_COLUMNS, TIME_UNITS,  # noqa: F401
-                           Checker, TraceError, apply_min_duration, finish, read_csv, traces_dir, validate)
+from .trace_schema import (CANONICAL_COLUMNS, CHECKS, OPTIONAL_COLUMNS, REQUIRED_COLUMNS, TIME_UNITS,  # noqa: F401
+                           Checker, TraceError, TraceWarning, apply_min_duration, audit, finish, read_csv,
+                           source_row, traces_dir, validate)
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ PAI_TASK_COLUMNS: tuple[str, ...] = ("job_name", "task_name", "inst_num", "statu
 # --------------------------------------------------------------------------------------------- Philly
 
 def load_philly(path: str | os.PathLike | None = None, limit: int | None = None,
-                min_duration: float | None = None) -> pd.DataFrame:
+                min_duration: float | None = None, checks: str | None = None) -> pd.DataFrame:
     """The Microsoft Philly job log as processed by Pollux (bundled: ``traces/philly.csv.gz``).
 
     Source columns ``timestamp`` (``YYYY-MM-DD HH:MM:SS``, the submission time), ``duration`` (s),
@@ -37,7 +38,11 @@ def load_philly(path: str | os.PathLike | None = None, limit: int | None = None,
     sorted by submit time (stable: ties keep file order) and numbered 0..n-1 in that order.
     ``limit`` keeps the first ``limit`` jobs by submit time. ``min_duration`` (explicit filter, off by
     default) removes jobs shorter than that many seconds and records the count in ``attrs["filters"]``.
+    ``checks`` (:func:`~clustergym.core.trace_schema.audit`): default ``"warn"`` for a file you give,
+    ``"report"`` for the bundled trace, whose counts (unsorted rows, 65 duplicated rows) ``traces/README.md``
+    states.
     """
+    checks = checks or ("warn" if path is not None else "report")
     path = Path(path) if path is not None else traces_dir() / "philly.csv.gz"
     raw, rows = read_csv(path, dtype={"timestamp": "string", "cluster": "string"})
     ck = Checker(path, raw, 1, rows)
@@ -50,9 +55,11 @@ def load_philly(path: str | os.PathLike | None = None, limit: int | None = None,
                         "n_gpus": gpus, "duration": dur})
     if "cluster" in raw:
         out["cluster"] = raw["cluster"]
+    out["source_row"] = rows
+    report = audit(out, path, checks, raw)
     filters: dict[str, int] = {}
     out = apply_min_duration(out, min_duration, path, filters)
-    out = finish(out, path, t0, filters, rebase=False)
+    out = finish(out, path, t0, filters, rebase=False, report=report)
     if limit is not None:
         out = out.iloc[:int(limit)].copy()
     return out
@@ -73,14 +80,15 @@ def _pollux_path(name_or_path: str | int | os.PathLike) -> Path:
     return Path(name_or_path)
 
 
-def load_pollux_workload(name_or_path: str | int | os.PathLike) -> pd.DataFrame:
+def load_pollux_workload(name_or_path: str | int | os.PathLike, checks: str = "warn") -> pd.DataFrame:
     """A Pollux (OSDI '21) workload: ``workload-1`` .. ``workload-8`` (bundled) or a path.
 
     Source columns ``name, time, application, num_replicas, batch_size``: submit_time = ``time`` (s from the
     workload start, not rebased), n_gpus = ``num_replicas``, model = ``application`` (Pollux names: bert,
     cifar10, deepspeech2, imagenet, ncf, yolov3; :mod:`clustergym.core.mapping` aliases them to the catalogue).
     Pollux runs each job to convergence, so the workload has **no duration: the column is NaN**; use
-    :func:`fill_pollux_durations` (explicit, seeded) before mapping to job specs.
+    :func:`fill_pollux_durations` (explicit, seeded) before mapping to job specs. ``checks``: what unsorted
+    rows, duplicated rows and reused job names do (:func:`~clustergym.core.trace_schema.audit`).
     """
     path = _pollux_path(name_or_path)
     raw, rows = read_csv(path, dtype={"name": "string", "application": "string"})
@@ -93,7 +101,9 @@ def load_pollux_workload(name_or_path: str | int | os.PathLike) -> pd.DataFrame:
                         "model": raw["application"].astype(str), "name": raw["name"].astype(str)})
     if "batch_size" in raw:
         out["batch_size"] = ck.numeric("batch_size", integer=True, min_value=1).astype("int64")
-    return finish(out, path, None, {}, rebase=False)
+    out["source_row"] = rows
+    report = audit(out, path, checks, raw, ids=raw["name"])
+    return finish(out, path, None, {}, rebase=False, report=report)
 
 
 # Pollux's simulator/workload.py assigned applications by the Philly job's GPU time (SOURCE.md):
@@ -123,7 +133,7 @@ def fill_pollux_durations(df: pd.DataFrame, seed: int, philly: pd.DataFrame | No
         app = str(out["model"].iloc[i]).lower()
         if app not in POLLUX_GPU_HOUR_BUCKETS:
             raise TraceError(df.attrs.get("source"), f"no GPU-time bucket for application {app!r}",
-                             row=i + 1, column="model")
+                             row=source_row(df, i), column="model")
         if app not in pools:
             lo, hi = POLLUX_GPU_HOUR_BUCKETS[app]
             pools[app] = np.sort(gh[(gh >= lo) & (gh < hi)])
@@ -168,7 +178,8 @@ def _pai_task_totals(task_path: Path, tasks: pd.DataFrame, header_lines: int, jo
 
 
 def load_pai_jobs(job_table: str | os.PathLike, task_table: str | os.PathLike,
-                  statuses: Iterable[str] = ("Terminated", "Failed"), drop_cpu_only: bool = True) -> pd.DataFrame:
+                  statuses: Iterable[str] = ("Terminated", "Failed"), drop_cpu_only: bool = True,
+                  checks: str = "warn") -> pd.DataFrame:
     """Alibaba PAI 2020 (``pai_job_table.csv`` + ``pai_task_table.csv``, headerless as released).
 
     Rules (documented in ``docs/workloads.md``):
@@ -184,6 +195,8 @@ def load_pai_jobs(job_table: str | os.PathLike, task_table: str | os.PathLike,
       ``attrs["filters"]``. Tasks of kept jobs must have numeric start and end times.
     - ``drop_cpu_only``: jobs whose tasks request no GPU are removed and counted (else: TraceError).
       Jobs with no task rows are removed and counted as well.
+    - ``checks``: what job-table rows out of submit order do (:func:`~clustergym.core.trace_schema.audit`;
+      a repeated ``job_name`` is always an error).
     """
     job_path, task_path = Path(job_table), Path(task_table)
     jobs, jrows, jh = _read_pai(job_path, PAI_JOB_COLUMNS)
@@ -222,15 +235,16 @@ def load_pai_jobs(job_table: str | os.PathLike, task_table: str | os.PathLike,
                         "n_gpus": np.ceil(merged["gpus"].to_numpy() - 1e-9).astype(np.int64),
                         "duration": (merged["end"] - merged["start"]).to_numpy(),
                         "user": merged["user"].to_numpy(), "job_name": merged["job_name"].to_numpy(),
-                        "gpu_type": merged["gpu_type"].to_numpy()})
+                        "gpu_type": merged["gpu_type"].to_numpy(), "source_row": merged["_row"].to_numpy()})
+    report = audit(out, job_path, checks, header_lines=jh)
     t0 = float(out["submit_time"].min()) if len(out) else None
-    return finish(out, job_path, t0, filters)
+    return finish(out, job_path, t0, filters, report=report)
 
 
 # ----------------------------------------------------------------------------------- generic CSV
 
 _MAPPABLE = ("job_id", "submit_time", "n_gpus", "duration", "end_time", "model", "deadline", "urgency",
-             "accuracy_requirement", "cluster", "user")
+             "accuracy_requirement", "cluster", "user", "status")
 
 
 @dataclass
@@ -249,6 +263,10 @@ class ColumnMapping:
     - ``defaults``: value for a canonical field whose column is absent, or whose cell is empty.
     - ``deadline_relative``: the deadline column is a span after submit (in ``duration_unit``).
     - ``min_duration``: explicit filter (seconds), off by default; the removal count is reported.
+    - ``statuses``: explicit filter, off by default: keep only rows whose mapped ``status`` column is one of
+      these (as PAI's loader keeps Terminated and Failed jobs); the removal count is reported.
+    - ``drop_zero_gpus``: explicit filter, off by default: rows asking for no GPU are removed and counted
+      (else they are an error).
     - ``delimiter``, ``header`` (False: no header row; then ``names`` gives the column names).
     """
 
@@ -260,6 +278,8 @@ class ColumnMapping:
     defaults: dict[str, Any] = field(default_factory=dict)
     deadline_relative: bool = False
     min_duration: float | None = None
+    statuses: list[str] | None = None
+    drop_zero_gpus: bool = False
     delimiter: str = ","
     header: bool = True
     names: list[str] | None = None
@@ -279,6 +299,8 @@ class ColumnMapping:
                 raise ValueError(f"ColumnMapping: unknown time unit {u!r}; use one of {list(TIME_UNITS)}")
         if not self.header and not self.names:
             raise ValueError("ColumnMapping: header=False needs names")
+        if self.statuses is not None and "status" not in self.columns:
+            raise ValueError("ColumnMapping: statuses needs columns['status'] (the column they are read from)")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ColumnMapping":
@@ -302,22 +324,29 @@ class ColumnMapping:
             raise ValueError(f"{path}: {e}") from None
 
 
-def load_csv(path: str | os.PathLike, mapping: ColumnMapping | Mapping[str, Any] | str | os.PathLike) -> pd.DataFrame:
+def load_csv(path: str | os.PathLike, mapping: ColumnMapping | Mapping[str, Any] | str | os.PathLike,
+             checks: str = "warn") -> pd.DataFrame:
     """Load any job CSV with a :class:`ColumnMapping` (or a dict, or a YAML path) into the canonical schema.
-    Times are rebased to the earliest submit; rows sorted by submit time (stable) and numbered."""
+    Times are rebased to the earliest submit; rows sorted by submit time (stable) and numbered. ``checks``: what
+    unsorted rows, duplicated rows, reused job ids and unattainable deadlines do
+    (:func:`~clustergym.core.trace_schema.audit`)."""
     if isinstance(mapping, (str, os.PathLike)):
         mapping = ColumnMapping.from_yaml(mapping)
     elif not isinstance(mapping, ColumnMapping):
         mapping = ColumnMapping.from_dict(mapping)
     r = _MappedCsv(Path(path), mapping)
+    filters: dict[str, int] = {}
+    r.filter_rows(filters)
     out = pd.DataFrame({"submit_time": r.submit_times()})
     out["duration"] = r.durations(out["submit_time"])
     out["n_gpus"] = r.gpu_counts()
     r.add_deadlines(out)
     r.add_optional(out)
-    filters: dict[str, int] = {}
+    out["source_row"] = r.ck.rows
+    ids = r.raw[mapping.columns["job_id"]] if "job_id" in mapping.columns else None
+    report = audit(out, path, checks, r.raw, ids, r.ck.header_lines)
     out = apply_min_duration(out, mapping.min_duration, path, filters)
-    return finish(out, path, r.t0, filters, rebase=False)
+    return finish(out, path, r.t0, filters, rebase=False, report=report)
 
 
 class _MappedCsv:
@@ -337,6 +366,27 @@ class _MappedCsv:
             if canon in m.defaults:
                 self.raw[col] = self.raw[col].fillna(str(m.defaults[canon]))
         self.t0: Any = None
+
+    def filter_rows(self, filters: dict[str, int]) -> None:
+        """The explicit row filters of the mapping (statuses, zero GPUs), counted into ``filters``."""
+        m, raw = self.m, self.raw
+        keep = np.ones(len(raw), dtype=bool)
+        if m.statuses is not None:
+            ok = raw[m.columns["status"]].isin([str(x) for x in m.statuses]).to_numpy()
+            filters[f"status not in {list(m.statuses)}"] = int((~ok).sum())
+            keep &= ok
+        if m.drop_zero_gpus and "n_gpus" in m.columns:
+            g = pd.to_numeric(raw[m.columns["n_gpus"]].astype("string").str.strip(), errors="coerce")
+            zero = (g.to_numpy() * m.gpu_scale == 0) & keep
+            filters["zero GPUs"] = int(zero.sum())
+            keep &= ~zero
+        if keep.all():
+            return
+        for rule, n in filters.items():
+            if n:
+                log.info("%s: removed %d rows: %s", self.path, n, rule)
+        self.raw = raw[keep].reset_index(drop=True)
+        self.ck = Checker(self.path, self.raw, self.ck.header_lines, self.ck.rows[keep])
 
     def times(self, canon: str, allow_missing: bool = False) -> pd.Series:
         c, m = self.src[canon], self.m
