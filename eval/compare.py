@@ -414,7 +414,7 @@ def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
         from clustergym.eval import report
 
         report.write_claims(out, p["experiment"]["claims"](agg))
-    written = "report.md, summary.md, summary_long.csv, episodes.csv, figures/, runs/"
+    written = "report.md, summary.md, summary_long.csv, episodes.csv, " + ("" if a.no_figures else "figures/, ") + "runs/"
     if p["protocol"] is not None:
         from clustergym.eval import protocols
 

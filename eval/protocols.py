@@ -41,7 +41,7 @@ SCENARIO_IDS: dict[str, str] = {
 TABLE_COLUMNS: tuple[tuple[str, str, float], ...] = (
     ("mean_jct", "JCT (h)", 1 / 3600), ("mean_jct_censored", "JCT censored (h)", 1 / 3600),
     ("deadline_ratio", "deadline ratio", 1.0), ("accuracy_ratio", "accuracy ratio", 1.0),
-    ("bandwidth_mb", "traffic (GB)", 1e-3), ("unfinished", "unfinished", 1.0))
+    ("bandwidth_mb", "traffic (TB)", 1e-6), ("unfinished", "unfinished", 1.0))
 # the packages whose versions a results file records (None where one is not installed)
 PACKAGES: tuple[str, ...] = ("clustergym", "gymnasium", "numpy", "torch", "stable-baselines3", "sb3-contrib",
                              "scipy", "pandas", "numba", "ray")
