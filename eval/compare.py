@@ -3,17 +3,25 @@ t-intervals and MLFS relative differences, MLFS-style figures and a one-page Mar
 
     python eval/compare.py --policies mlf-h fifo nomig=mlf-h:migrate=false runs/ppo.zip \\
         --scenarios clustergym/GPUCluster-v0 hetero=clustergym/Hetero-v0:window_jobs=20 \\
-        --seeds 0 1 2 --set window_jobs=30 split=test --reference mlf-h --out results/my-sweep
+        --seeds 0 1 2 --set window_jobs=30 --reference mlf-h --out results/my-sweep
+    python eval/compare.py --protocol core-v1 --policies mlf-h my_pkg.policies:make   # a benchmark protocol
+    python eval/compare.py --list-protocols / --describe-protocol core-v1             # (eval/protocols.py)
     python eval/compare.py --experiment mlfs-overall          # named reproductions (eval/experiments.py)
     python eval/compare.py --list-experiments
     python eval/compare.py --report-only --out results/my-sweep   # re-aggregate existing run files
 
-**Policy spec**: ``[label=]name[:key=value,...]`` (a heuristic of ``baselines.available()`` with parameters,
-values parsed as YAML) or ``[label=]path.zip`` (a saved agent, loaded lazily in the worker with
-``clustergym.agents.io.load_agent``). **Scenario spec**: ``[label=]env_id[:key=value,...]`` (EnvConfig fields as
-``gymnasium.make`` keywords; dotted keys for nested dicts: ``generator.load=2``). ``--set`` overrides apply to
-every scenario. ``--loads 0.25 0.5 1 2 3`` expands each scenario into a load sweep: ``--load-mode jobs``
-scales ``window_jobs`` by x, ``--load-mode generator`` sets ``generator.load = x`` (generator workloads).
+**Policy spec** (:mod:`clustergym.eval.specs`): ``[label=]name[:key=value,...]`` (a heuristic of
+``baselines.available()`` with parameters, values parsed as YAML), ``[label=]path.zip`` or a training run folder
+(an SB3 agent), ``[label=]checkpoint-folder`` (an RLlib checkpoint; needs the ``rllib`` extra) or
+``[label=]module:callable[:key=value,...]`` (``callable(env, **params)`` returns an object with
+``predict(obs, action_masks=...)``). Models and callables load lazily in the workers; every spec is checked
+before any run starts (``PolicySpecError``). **Scenario spec**: ``[label=]env_id[:key=value,...]`` (EnvConfig
+fields as ``gymnasium.make`` keywords; dotted keys for nested dicts: ``generator.load=2``). ``--set`` overrides
+apply to every scenario. Runs play held-out windows (``split=test``) unless ``--set split=train`` (or a scenario's
+own ``split``) says otherwise; the split used is printed. ``--loads 0.25 0.5 1 2 3`` expands each scenario into a
+load sweep: ``--load-mode jobs`` scales ``window_jobs`` by x, ``--load-mode generator`` sets ``generator.load = x``
+(generator workloads). ``--protocol NAME`` fixes the scenarios, split and seeds (no ``--scenarios``, ``--set``,
+``--seeds``, ``--loads`` or ``--max-steps``) and adds ``protocol.json`` and ``protocol.md`` to the outputs.
 
 **Outputs** (``--out``): ``runs/<policy>__<scenario>__s<seed>.json`` (episode summary + timing and the run's
 identity, written last: a finished run is reused only if its identity, i.e. policy and parameters, env id
@@ -42,24 +50,11 @@ import numpy as np
 
 # absolute imports: this file also runs as a script (python eval/compare.py)
 from clustergym.eval.files import atomic_write_csv, atomic_write_parquet, atomic_write_text, remove_stale_temps
-from clustergym.eval.specs import (SweepSpecError, canonical, check_collisions, deep_merge, expand_loads,
-                                   identity_difference, make_runs, parse_kv, parse_policy, parse_scenario)
+from clustergym.eval.specs import (SweepSpecError, canonical, check_collisions, check_policies, deep_merge,
+                                   expand_loads, identity_difference, load_policy, make_runs, parse_kv,
+                                   parse_policy, parse_scenario)
 
 # --------------------------------------------------------------------------- one run (worker)
-
-
-def load_policy(spec: dict, env):
-    """The policy of a parsed policy spec (:func:`clustergym.eval.specs.parse_policy`) for ``env``."""
-    if spec["kind"] == "heuristic":
-        from clustergym import baselines
-
-        return baselines.make(spec["name"], env, **spec.get("params", {}))
-    import torch
-
-    from clustergym.agents.io import load_agent
-
-    torch.set_num_threads(1)  # one worker = one core
-    return load_agent(spec["path"], env=env)
 
 
 def run_one(run: dict, out_dir: str) -> dict:
@@ -296,21 +291,28 @@ def aggregate(out_dir: str | os.PathLike, runs: list[dict] | None = None, refere
 
 # --------------------------------------------------------------------------- CLI
 
+DEFAULT_SCENARIO = "clustergym/GPUCluster-v0"
+
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python eval/compare.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--experiment", help="a named reproduction of eval/experiments.py (see --list-experiments)")
     ap.add_argument("--list-experiments", action="store_true")
+    ap.add_argument("--protocol", help="a benchmark protocol of eval/protocols.py: fixed scenarios, split and seeds")
+    ap.add_argument("--list-protocols", action="store_true")
+    ap.add_argument("--describe-protocol", metavar="NAME", help="print a protocol's scenarios, split and seeds")
     ap.add_argument("--policies", nargs="+", default=["mlf-h", "fifo"], metavar="SPEC")
-    ap.add_argument("--scenarios", nargs="+", default=["clustergym/GPUCluster-v0"], metavar="SPEC")
+    ap.add_argument("--scenarios", nargs="+", default=None, metavar="SPEC",
+                    help=f"scenario specs (default {DEFAULT_SCENARIO})")
     ap.add_argument("--seeds", nargs="+", type=int, default=None,
                     help="episode seeds (default 0 1 2; experiments: their own default)")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="env overrides for every scenario")
     ap.add_argument("--loads", nargs="*", type=float, default=None, help="load sweep factors x, e.g. 0.25 0.5 1 2 3")
     ap.add_argument("--load-mode", choices=("jobs", "generator"), default="jobs")
     ap.add_argument("--reference", default=None, help="policy label for relative differences (y - z) / z")
-    ap.add_argument("--out", default=None, help="output folder (default results/<experiment or 'sweep'>)")
+    ap.add_argument("--out", default=None,
+                    help="output folder (default results/<experiment>, results/protocol-<name> or results/sweep)")
     ap.add_argument("--workers", type=int, default=2, help="worker processes (0 = in-process)")
     ap.add_argument("--mp-context", default="spawn", choices=("spawn", "forkserver", "fork"))
     ap.add_argument("--max-steps", type=int, default=None, help="env max_steps (truncation) for every run")
@@ -328,25 +330,51 @@ def _sigterm(signum, frame):
 
 
 def plan(a: argparse.Namespace) -> dict:
-    """The sweep the parsed command line asks for: out, runs, reference, title, notes, and the experiment."""
+    """The sweep the parsed command line asks for: out, runs, reference, title, notes, and the experiment or
+    protocol."""
     from clustergym.eval import experiments
 
+    if a.protocol:
+        return _protocol_plan(a)
     if a.experiment:
         out = Path(a.out or f"results/{a.experiment}" + ("-quick" if a.quick else ""))
         exp = experiments.get(a.experiment)(out, quick=a.quick, seeds=a.seeds)
         return {"out": out, "runs": exp["runs"], "reference": exp.get("reference"), "title": exp["title"],
-                "notes": exp.get("notes", ""), "experiment": exp}
-    policies = [parse_policy(p) for p in a.policies]
-    labels = [p["label"] for p in policies]
-    if len(set(labels)) != len(labels):
-        raise SweepSpecError(f"duplicate policy labels {labels}: give labels as label=spec")
-    scenarios = expand_loads([parse_scenario(s) for s in a.scenarios], a.loads, a.load_mode)
+                "notes": exp.get("notes", ""), "experiment": exp, "protocol": None}
+    policies = _parse_policies(a.policies)
+    scenarios = expand_loads([parse_scenario(s) for s in a.scenarios or [DEFAULT_SCENARIO]], a.loads, a.load_mode)
     common: dict = {}
     for kv in a.set:
         common = deep_merge(common, parse_kv(kv))
     runs = make_runs(policies, scenarios, a.seeds if a.seeds is not None else [0, 1, 2], common, a.max_steps)
     return {"out": Path(a.out or "results/sweep"), "runs": runs, "reference": a.reference,
-            "title": "Evaluation sweep", "notes": "", "experiment": None}
+            "title": "Evaluation sweep", "notes": "", "experiment": None, "protocol": None}
+
+
+def _parse_policies(specs: Sequence[str]) -> list[dict]:
+    policies = [parse_policy(p) for p in specs]
+    labels = [p["label"] for p in policies]
+    if len(set(labels)) != len(labels):
+        raise SweepSpecError(f"duplicate policy labels {labels}: give labels as label=spec")
+    return policies
+
+
+def _protocol_plan(a: argparse.Namespace) -> dict:
+    """The runs of ``--protocol``: its scenarios, split and seeds, the given policies."""
+    from clustergym.eval import protocols
+
+    fixed = {"--experiment": a.experiment, "--scenarios": a.scenarios, "--set": a.set, "--seeds": a.seeds,
+             "--loads": a.loads, "--max-steps": a.max_steps}
+    given = [flag for flag, v in fixed.items() if v]
+    if given:
+        raise SweepSpecError(f"--protocol {a.protocol} fixes the scenarios, split and seeds: drop {', '.join(given)}"
+                             f" (see --describe-protocol {a.protocol})")
+    proto = protocols.get(a.protocol)
+    policies = _parse_policies(a.policies)
+    reference = a.reference or (proto.reference if proto.reference in {p["label"] for p in policies} else None)
+    return {"out": Path(a.out or f"results/protocol-{proto.name}"), "runs": proto.runs(policies),
+            "reference": reference, "title": f"Protocol {proto.name}", "notes": proto.summary, "experiment": None,
+            "protocol": proto}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -361,19 +389,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
-    if a.list_experiments:
-        from clustergym.eval import experiments
-
-        for name, fn in experiments.EXPERIMENTS.items():
-            print(f"{name:16s} {(fn.__doc__ or '').strip().splitlines()[0]}")
-        return 0
+    if a.list_experiments or a.list_protocols or a.describe_protocol:
+        return _listing(a)
     t0 = time.perf_counter()
     try:
         p = plan(a)
         out, runs = p["out"], p["runs"]
-        print(f"{len(runs)} runs -> {out}", file=sys.stderr)
+        print(f"{len(runs)} runs -> {out}; {split_note(runs)}", file=sys.stderr)
         res = {"executed": [], "skipped": [], "failed": {}, "wall_s": 0.0}
         if not a.report_only:
+            check_policies(runs)
             res = sweep(runs, out, workers=a.workers, mp_context=a.mp_context, progress=not a.no_progress)
             print(f"executed {len(res['executed'])}, skipped {len(res['skipped'])} (already done), "
                   f"failed {len(res['failed'])} in {res['wall_s']:.1f} s", file=sys.stderr)
@@ -389,9 +414,41 @@ def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
         from clustergym.eval import report
 
         report.write_claims(out, p["experiment"]["claims"](agg))
-    print(f"results in {out} ({time.perf_counter() - t0:.1f} s): report.md, summary.md, summary_long.csv, "
-          f"episodes.csv, figures/, runs/", file=sys.stderr)
+    written = "report.md, summary.md, summary_long.csv, episodes.csv, " + ("" if a.no_figures else "figures/, ") + "runs/"
+    if p["protocol"] is not None:
+        from clustergym.eval import protocols
+
+        protocols.write_results(out, p["protocol"], runs, agg["long"], meta["command"], failed=list(res["failed"]))
+        written = "protocol.json, protocol.md, " + written
+    print(f"results in {out} ({time.perf_counter() - t0:.1f} s): {written}", file=sys.stderr)
     return 1 if res["failed"] else 0
+
+
+def split_note(runs: Sequence[dict]) -> str:
+    """Which part of the traces the runs play, for the console."""
+    splits = sorted({str(r["env_kwargs"].get("split")) for r in runs})
+    if splits == ["test"]:
+        return "split=test (held-out windows)"
+    return f"split={'/'.join(splits)}" + (" (training windows: not held out)" if "train" in splits else "")
+
+
+def _listing(a: argparse.Namespace) -> int:
+    """--list-experiments, --list-protocols, --describe-protocol."""
+    from clustergym.eval import experiments, protocols
+
+    if a.list_experiments:
+        for name, fn in experiments.EXPERIMENTS.items():
+            print(f"{name:16s} {(fn.__doc__ or '').strip().splitlines()[0]}")
+    if a.list_protocols:
+        for name, proto in protocols.PROTOCOLS.items():
+            print(f"{name:16s} {proto.summary}")
+    if a.describe_protocol:
+        try:
+            print(protocols.describe(protocols.get(a.describe_protocol)))
+        except SweepSpecError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    return 0
 
 
 if __name__ == "__main__":

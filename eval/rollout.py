@@ -11,7 +11,12 @@ table (``train/ppo.py``) and the scripts of ``eval/``.
 - :func:`rollout` plays one episode and returns its record.
 - :func:`evaluate` makes the env and returns the records of one episode per seed.
 
-A record holds ``policy``, ``seed``, ``episode_return`` (sum of the env's scalar rewards, also with
+Evaluation plays held-out windows: :data:`EVAL_DEFAULTS` (``split="test"``) lies under the config of
+:func:`evaluate` and of every sweep run (:func:`clustergym.eval.specs.make_runs`), while ``EnvConfig``'s own
+default, for training, is the training split.
+
+A record holds ``policy``, ``env_id`` (the registered id with its version, None for an unregistered env),
+``seed``, ``episode_return`` (sum of the env's scalar rewards, also with
 ``vector_reward=True``), ``objective_<name>`` (the episode's sum of ``info["objectives"]`` per objective of
 ``OBJECTIVE_NAMES``, unweighted: the return is their weighted sum plus any invalid-action penalties), ``agent_steps``,
 ``terminated``, ``truncated``, ``decision_mean_us`` / ``decision_p99_us`` (wall time of the ``predict``
@@ -32,6 +37,9 @@ import numpy as np
 from clustergym.config import OBJECTIVE_NAMES
 
 Act = Callable[[Any, np.ndarray], int]
+
+# what evaluation sets unless its config says otherwise: the held-out part of the trace
+EVAL_DEFAULTS: dict[str, Any] = {"split": "test"}
 
 
 @dataclass(frozen=True)
@@ -86,7 +94,8 @@ def rollout(env, policy: Predictor, seed: int) -> dict:
         term = summary["unfinished"] + summary["not_submitted"] == 0
         trunc = not term
     us = np.asarray(lat) * 1e6
-    rec = {"policy": policy.name, "seed": int(seed), "episode_return": ret, "agent_steps": len(lat),
+    rec = {"policy": policy.name, "env_id": env.spec.id if env.spec is not None else None, "seed": int(seed),
+           "episode_return": ret, "agent_steps": len(lat),
            "terminated": bool(term), "truncated": bool(trunc),
            "decision_mean_us": float(us.mean()) if len(us) else math.nan,
            "decision_p99_us": float(np.percentile(us, 99)) if len(us) else math.nan,
@@ -102,12 +111,12 @@ def rollout(env, policy: Predictor, seed: int) -> dict:
 
 def evaluate(policy: Any, env_id: str, config: dict | None, seeds: Iterable[int], *, name: str | None = None,
              max_steps: int | None = None) -> list[dict]:
-    """Records of ``policy`` on ``env_id`` with env ``config`` (EnvConfig fields, e.g. ``split="test"``), one
-    episode per seed. ``max_steps`` caps the agent steps per episode (the env's own ``max_steps`` otherwise);
-    a capped episode has ``truncated=True``."""
+    """Records of ``policy`` on ``env_id`` with env ``config`` (EnvConfig fields over :data:`EVAL_DEFAULTS`:
+    held-out windows unless ``split="train"``), one episode per seed. ``max_steps`` caps the agent steps per
+    episode (the env's own ``max_steps`` otherwise); a capped episode has ``truncated=True``."""
     from clustergym.scenarios import make_env
 
-    cfg = dict(config or {})
+    cfg = {**EVAL_DEFAULTS, **(config or {})}
     if max_steps is not None:
         cfg["max_steps"] = int(max_steps)
     env = make_env(env_id, cfg)

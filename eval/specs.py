@@ -1,32 +1,71 @@
 """Sweep specifications: policy and scenario specs of the command line, load sweeps, and the run list.
 
-A **policy spec** is ``[label=]name[:key=value,...]`` (a heuristic of ``baselines.available()`` with parameters,
-values parsed as YAML) or ``[label=]path.zip`` (a saved agent). A **scenario spec** is
-``[label=]env_id[:key=value,...]`` (EnvConfig fields as ``gymnasium.make`` keywords; dotted keys nest). A run is
-one (policy, scenario, seed) as plain data, so it travels to worker processes as it is.
+A **policy spec** is one of four kinds (:func:`parse_policy` tells them apart, :func:`load_policy` loads them):
 
-A run's **identity** is everything that decides its result: the policy (heuristic name and parameters, or the
-model file's path and SHA-256), the env id with every keyword, the seed and the code version (package version
-and git commit, :func:`code_version`). Its **key** (``<policy label>__<scenario label>__s<seed>``) names its
-files. A sweep reuses a finished run only when the identity saved with it matches; two runs of one sweep with
-the same key are refused (:class:`SweepSpecError`) before anything runs.
+=============  =============================================  ================================================
+kind           spec                                           loaded, in the worker, as
+=============  =============================================  ================================================
+``heuristic``  ``[label=]name[:key=value,...]``               ``baselines.make(name, env, **params)``
+``agent``      ``[label=]path.zip`` or a training run folder  an SB3 model (``clustergym.agents.io``)
+``rllib``      ``[label=]checkpoint-folder``                  ``clustergym.agents.rllib.RLlibPolicy`` (needs
+                                                              the ``rllib`` extra)
+``callable``   ``[label=]module:attr[:key=value,...]``        ``module.attr(env, **params)``: an object with
+                                                              ``predict(obs, action_masks=...)`` like SB3's
+=============  =============================================  ================================================
+
+A spec that ends in ``.zip``, holds a path separator or starts with ``.`` is a file: an RLlib checkpoint if it
+is a folder with ``rllib_checkpoint.json``, else an SB3 agent. Otherwise ``module:attr`` with ``attr`` a dotted
+Python name (no ``=`` after the colon) is a callable, anything else a heuristic (``name:key=value`` sets a
+heuristic's parameters, so the two never read alike). A callable's module is imported as ``python -m`` would:
+the working directory first on ``sys.path``. Values are parsed as YAML. Before any run, :func:`check_policies`
+refuses with a :class:`PolicySpecError` a heuristic that ``baselines.available()`` does not list or that does
+not take its parameters, a model file that is not a readable SB3 zip, an RLlib checkpoint without Ray installed
+or without its module, and a callable that cannot be imported or whose result (on the first scenario's env)
+has no ``predict``.
+
+A **scenario spec** is ``[label=]env_id[:key=value,...]`` (EnvConfig fields as ``gymnasium.make`` keywords;
+dotted keys nest). Every run plays held-out windows (``split="test"``, :data:`clustergym.eval.rollout.EVAL_DEFAULTS`)
+unless its keywords say otherwise. A run is one (policy, scenario, seed) as plain data, so it travels to worker
+processes as it is.
+
+A run's **identity** is everything that decides its result: the policy (:func:`policy_identity`: a heuristic's
+name and parameters; a model file's path and SHA-256; an RLlib checkpoint's folder and the SHA-256 over its
+files; a callable's ``module:attr``, parameters and its module's source path and SHA-256, so files that module
+reads, e.g. weights, are not covered), the env id with every keyword, the seed and the code version (package
+version and git commit, :func:`code_version`). Its **key** (``<policy label>__<scenario label>__s<seed>``) names
+its files. A sweep reuses a finished run only when the identity saved with it matches; two runs of one sweep
+with the same key are refused (:class:`SweepSpecError`) before anything runs.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
+import importlib.util
 import json
 import os
 import re
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from .files import safe_name
+from .rollout import EVAL_DEFAULTS
 
 
 class SweepSpecError(ValueError):
     """A sweep that cannot run as specified (e.g. two runs that would write the same files)."""
+
+
+class PolicySpecError(SweepSpecError):
+    """A policy spec that is neither a known heuristic, a readable checkpoint nor an importable callable."""
+
+
+RLLIB_MARKER = "rllib_checkpoint.json"  # RLlib's save_to_path writes it into every checkpoint folder
+RLLIB_HINT = "install the rllib extra (into a venv of its own): pip install 'clustergym[rllib]', or make test-rllib"
+_CALLABLE = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_][\w.]*)(?::(?P<kv>.*))?$")
 
 
 def _value(s: str) -> Any:
@@ -67,7 +106,7 @@ def deep_merge(a: dict, b: dict) -> dict:
     return out
 
 
-def _split_label(spec: str) -> tuple[str | None, str]:
+def split_label(spec: str) -> tuple[str | None, str]:
     if "=" in spec:
         head, rest = spec.split("=", 1)
         if ":" not in head and "/" not in head and head:
@@ -75,21 +114,213 @@ def _split_label(spec: str) -> tuple[str | None, str]:
     return None, spec
 
 
+# --------------------------------------------------------------------------------------------- policy specs
+
 def parse_policy(spec: str) -> dict:
-    """``[label=]name[:k=v,...]`` or ``[label=]path.zip`` -> {"label", "kind", "name"/"path", "params"}."""
-    label, body = _split_label(spec)
+    """A policy spec (module docstring) -> {"label", "kind", "params", and "name" | "path" | "target"}."""
+    label, body = split_label(spec)
     if body.endswith(".zip") or os.sep in body or body.startswith("."):
-        return {"label": safe_name(label or Path(body).stem), "kind": "agent", "path": str(body), "params": {}}
+        kind = "rllib" if (Path(body) / RLLIB_MARKER).is_file() else "agent"
+        return {"label": safe_name(label or Path(body).stem), "kind": kind, "path": str(body), "params": {}}
+    m = _CALLABLE.match(body)
+    if m:
+        params = parse_kv(m["kv"] or "")
+        target = f"{m['module']}:{m['attr']}"
+        return {"label": safe_name(label or _with_params(target, params)), "kind": "callable", "target": target,
+                "params": params}
     name, _, kv = body.partition(":")
     params = parse_kv(kv)
-    if label is None:
-        label = name if not params else name + "-" + "-".join(f"{k}{v}" for k, v in params.items())
-    return {"label": safe_name(label), "kind": "heuristic", "name": name, "params": params}
+    return {"label": safe_name(label or _with_params(name, params)), "kind": "heuristic", "name": name,
+            "params": params}
 
+
+def _with_params(name: str, params: dict) -> str:
+    return name if not params else name + "-" + "-".join(f"{k}{v}" for k, v in params.items())
+
+
+def _cwd_first_on_path() -> None:
+    """Modules in the working directory import, as with ``python -m`` (a script's own folder comes first)."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def resolve_callable(spec: dict) -> Callable:
+    """The object a callable spec's ``module:attr`` names; :class:`PolicySpecError` if it cannot be imported
+    or is not callable."""
+    module_name, attr = spec["target"].split(":")
+    _cwd_first_on_path()
+    try:
+        obj = importlib.import_module(module_name)
+    except ImportError as e:
+        raise PolicySpecError(f"policy {spec['label']!r}: cannot import module {module_name!r} of "
+                              f"{spec['target']!r} ({type(e).__name__}: {e}); run from the folder that holds it "
+                              f"or install it") from e
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise PolicySpecError(f"policy {spec['label']!r}: {spec['target']!r}: no attribute {part!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise PolicySpecError(f"policy {spec['label']!r}: {spec['target']!r} is a {type(obj).__name__}, not a "
+                              f"callable that returns a policy")
+    return obj
+
+
+def build_callable(spec: dict, env) -> Any:
+    """``module.attr(env, **params)`` of a callable spec, checked to have a ``predict`` method."""
+    params = spec.get("params", {})
+    factory = resolve_callable(spec)
+    try:
+        policy = factory(env, **params)
+    except Exception as e:  # noqa: BLE001  (named, with the cause chained)
+        raise PolicySpecError(f"policy {spec['label']!r}: {spec['target']}(env, **{params}) failed: "
+                              f"{type(e).__name__}: {e}") from e
+    if not callable(getattr(policy, "predict", None)):
+        raise PolicySpecError(f"policy {spec['label']!r}: {spec['target']}(env) returned a {type(policy).__name__}"
+                              f" without a predict(obs, action_masks=...) method")
+    return policy
+
+
+def check_policy(spec: dict, make_env: Callable[[], Any] | None = None) -> None:
+    """:class:`PolicySpecError` unless ``spec`` can be loaded (module docstring). A callable is called on
+    ``make_env()`` when given, else only imported."""
+    kind, label = spec["kind"], spec["label"]
+    if kind == "heuristic":
+        from clustergym import baselines
+
+        if spec["name"] not in baselines.available():
+            raise PolicySpecError(f"policy {label!r}: {spec['name']!r} is not a heuristic "
+                                  f"({', '.join(baselines.available())}), a model file or checkpoint folder (give "
+                                  f"a path: ./{spec['name']}.zip) nor a module:callable")
+        try:
+            baselines.make(spec["name"], **spec.get("params", {}))
+        except (TypeError, ValueError) as e:
+            raise PolicySpecError(f"policy {label!r}: heuristic {spec['name']!r} with {spec['params']}: {e}") from e
+    elif kind == "agent":
+        _check_sb3_zip(spec)
+    elif kind == "rllib":
+        if importlib.util.find_spec("ray") is None:
+            raise PolicySpecError(f"policy {label!r}: {spec['path']} is an RLlib checkpoint and Ray is not "
+                                  f"installed: {RLLIB_HINT}")
+        from clustergym.agents.rllib import module_path
+
+        try:
+            module_path(spec["path"])
+        except FileNotFoundError as e:
+            raise PolicySpecError(f"policy {label!r}: {e}") from e
+    elif make_env is None:
+        resolve_callable(spec)
+    else:
+        env = make_env()
+        try:
+            build_callable(spec, env)
+        finally:
+            env.close()
+
+
+def _check_sb3_zip(spec: dict) -> None:
+    from clustergym.agents.io import resolve_model_path
+
+    try:
+        p = resolve_model_path(spec["path"])
+        with zipfile.ZipFile(p) as z:
+            names = z.namelist()
+    except FileNotFoundError as e:
+        raise PolicySpecError(f"policy {spec['label']!r}: no SB3 model file or training run folder at "
+                              f"{spec['path']!r} ({e})") from e
+    except (zipfile.BadZipFile, OSError) as e:
+        raise PolicySpecError(f"policy {spec['label']!r}: {spec['path']} is not a readable zip ({e})") from e
+    if "data" not in names:
+        raise PolicySpecError(f"policy {spec['label']!r}: {p} is a zip but not an SB3 model (no 'data' entry)")
+
+
+def check_policies(runs: Iterable[dict]) -> None:
+    """:func:`check_policy` on each distinct policy of ``runs``, a callable on the env of its first run."""
+    from clustergym.scenarios import make_env
+
+    seen: set[str] = set()
+    for r in runs:
+        if r["policy"] not in seen:
+            seen.add(r["policy"])
+            check_policy(r["policy_spec"],
+                         lambda r=r: make_env(r["env_id"], r["env_kwargs"], disable_env_checker=True))
+
+
+def load_policy(spec: dict, env) -> Any:
+    """The policy of a parsed spec for ``env``: a heuristic's agent, a loaded model, or the callable's object."""
+    if spec["kind"] == "heuristic":
+        from clustergym import baselines
+
+        return baselines.make(spec["name"], env, **spec.get("params", {}))
+    if spec["kind"] == "callable":
+        return build_callable(spec, env)
+    import torch
+
+    torch.set_num_threads(1)  # one worker = one core
+    if spec["kind"] == "rllib":
+        from clustergym.agents.rllib import RLlibPolicy
+
+        return RLlibPolicy(spec["path"], env)
+    from clustergym.agents.io import load_agent
+
+    return load_agent(spec["path"], env=env)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256(path: str, mtime_ns: int, size: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes (cached while its size and modification time stay)."""
+    st = path.stat()
+    return _sha256(str(path), st.st_mtime_ns, st.st_size)
+
+
+def tree_sha256(folder: Path) -> str:
+    """SHA-256 over the files of ``folder``: each relative path with its content's SHA-256, in sorted order."""
+    h = hashlib.sha256()
+    for p in sorted(q for q in folder.rglob("*") if q.is_file()):
+        h.update(f"{p.relative_to(folder).as_posix()}\0{file_sha256(p)}\n".encode())
+    return h.hexdigest()
+
+
+def policy_identity(spec: dict) -> dict:
+    """What decides a policy's actions (module docstring); a digest is None where the file is missing (the
+    check or the run then fails by name)."""
+    kind = spec["kind"]
+    if kind == "heuristic":
+        return {"kind": kind, "name": spec["name"], "params": spec.get("params", {})}
+    if kind == "callable":
+        _cwd_first_on_path()
+        try:
+            found = importlib.util.find_spec(spec["target"].split(":")[0])
+        except (ImportError, ValueError):
+            found = None
+        origin = found.origin if found is not None and found.origin and os.path.isfile(found.origin) else None
+        return {"kind": kind, "target": spec["target"], "params": spec.get("params", {}), "source": origin,
+                "sha256": file_sha256(Path(origin)) if origin else None}
+    if kind == "rllib":
+        p = Path(spec["path"]).resolve()
+        return {"kind": kind, "path": str(p), "sha256": tree_sha256(p) if p.is_dir() else None}
+    from clustergym.agents.io import resolve_model_path
+
+    try:
+        p = resolve_model_path(spec["path"]).resolve()
+        digest = file_sha256(p)
+    except FileNotFoundError:
+        p, digest = Path(spec["path"]).resolve(), None
+    return {"kind": "agent", "path": str(p), "sha256": digest}
+
+# --------------------------------------------------------------------------------------------- scenarios and runs
 
 def parse_scenario(spec: str) -> dict:
     """``[label=]env_id[:k=v,...]`` -> {"label", "env_id", "kwargs"}."""
-    label, body = _split_label(spec)
+    label, body = split_label(spec)
     env_id, _, kv = body.partition(":")
     if label is None:
         label = env_id.split("/")[-1]
@@ -130,18 +361,12 @@ def run_key(policy: str, scenario: str, seed: int) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def code_version() -> str:
-    """``<package version>`` plus ``+g<commit>`` (and ``.dirty`` with uncommitted changes to tracked files)
-    when the package runs from a git checkout of its repository."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        out = version("clustergym")
-    except PackageNotFoundError:
-        out = "unknown"
+def git_state() -> tuple[str, bool] | None:
+    """(commit, whether tracked files have uncommitted changes) when the package runs from a git checkout of
+    its repository; None otherwise (an installed wheel, or no git on this machine)."""
     root = Path(__file__).resolve().parent.parent  # the repository, if the package runs from its source tree
     if not (root / "pyproject.toml").exists():
-        return out
+        return None
 
     def git(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
@@ -149,37 +374,24 @@ def code_version() -> str:
     try:
         top = git("rev-parse", "--show-toplevel")
         if top.returncode or Path(top.stdout.strip()).resolve() != root:
-            return out
-        commit = git("rev-parse", "HEAD").stdout.strip()
-        dirty = git("diff", "--quiet", "HEAD").returncode != 0
+            return None
+        return git("rev-parse", "HEAD").stdout.strip(), git("diff", "--quiet", "HEAD").returncode != 0
     except (OSError, subprocess.SubprocessError):  # no git on this machine
-        return out
-    return f"{out}+g{commit}" + (".dirty" if dirty else "")
+        return None
 
 
-@functools.lru_cache(maxsize=64)
-def _sha256(path: str, mtime_ns: int, size: int) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def policy_identity(spec: dict) -> dict:
-    """What decides a policy's actions: a heuristic's name and parameters, or a model file's absolute path and
-    SHA-256 (None if the file is missing: the run then fails by name)."""
-    if spec["kind"] == "heuristic":
-        return {"kind": "heuristic", "name": spec["name"], "params": spec.get("params", {})}
-    from clustergym.agents.io import resolve_model_path
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """``<package version>`` plus ``+g<commit>`` (and ``.dirty`` with uncommitted changes to tracked files)
+    when the package runs from a git checkout of its repository (:func:`git_state`)."""
+    from importlib.metadata import PackageNotFoundError, version
 
     try:
-        p = resolve_model_path(spec["path"]).resolve()
-        st = p.stat()
-        digest = _sha256(str(p), st.st_mtime_ns, st.st_size)
-    except FileNotFoundError:
-        p, digest = Path(spec["path"]).resolve(), None
-    return {"kind": "agent", "path": str(p), "sha256": digest}
+        out = version("clustergym")
+    except PackageNotFoundError:
+        out = "unknown"
+    state = git_state()
+    return out if state is None else f"{out}+g{state[0]}" + (".dirty" if state[1] else "")
 
 
 def run_identity(policy_spec: dict, env_id: str, env_kwargs: dict, seed: int) -> dict:
@@ -230,11 +442,12 @@ def check_collisions(runs: Sequence[dict]) -> None:
 
 def make_runs(policies: list[dict], scenarios: list[dict], seeds: Iterable[int], common: dict | None = None,
               max_steps: int | None = None) -> list[dict]:
-    """Every (scenario, policy, seed) as a run: its key, labels, env id and keywords, and identity. Runs that
-    would collide are refused (:func:`check_collisions`)."""
+    """Every (scenario, policy, seed) as a run: its key, labels, env id and keywords (:data:`EVAL_DEFAULTS`
+    under ``common`` under the scenario's own), and identity. Runs that would collide are refused
+    (:func:`check_collisions`)."""
     runs = []
     for sc in scenarios:
-        kw = deep_merge(common or {}, sc["kwargs"])
+        kw = deep_merge(deep_merge(EVAL_DEFAULTS, common or {}), sc["kwargs"])  # held-out windows by default
         if max_steps is not None:
             kw["max_steps"] = int(max_steps)
         for p in policies:

@@ -87,9 +87,9 @@ def test_scenarios_that_would_write_the_same_files_are_refused_before_any_run(tm
     assert not (tmp_path / "runs").exists()  # nothing ran
     with pytest.raises(specs.SweepSpecError, match="specified twice"):  # the same spec twice
         _runs(policies=("fifo", "fifo"))
-    # labelled apart, both run and both appear in the table
+    # labelled apart, both run and both appear in the table (training windows: every job of them fits tiny-8)
     assert _main(tmp_path, "--scenarios", "w10=clustergym/GPUCluster-v0:window_jobs=10,cluster=tiny-8",
-                 "w60=clustergym/GPUCluster-v0:window_jobs=60,cluster=tiny-8") == 0
+                 "w60=clustergym/GPUCluster-v0:window_jobs=60,cluster=tiny-8", "--set", "split=train") == 0
     ep = pd.read_csv(tmp_path / "episodes.csv").set_index("scenario")
     assert ep.loc["w10", "n_jobs_window"] == 10 and ep.loc["w60", "n_jobs_window"] == 60
 

@@ -1,6 +1,7 @@
 """train/ppo.py: smoke run of the real script (tiny settings), resume, config checks."""
 from __future__ import annotations
 
+import csv
 import re
 import warnings
 from pathlib import Path
@@ -64,6 +65,9 @@ def test_smoke_run_writes_everything(tmp_path, capsys):
     assert ["mlf-h", "mean_jct_censored"] in [r[:2] for r in rows]  # the paired comparison
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert saved["timesteps"] == 256 and saved["env"] == {"window_jobs": 10}
+    for f in ("results.csv", "paired.csv", "episodes.csv"):  # each names the env id (its version: the dynamics)
+        with open(out / f) as fh:
+            assert {r["env_id"] for r in csv.DictReader(fh)} == {saved["scenario"]}, f
     tags = _scalars(out / "tb" / "ppo_1")
     assert "train/value_loss" in tags and "eval/episode_return" in tags and "eval/mean_jct" in tags
     assert "episode/return" in tags and "summary/mean_jct" in tags and "summary/deadline_ratio" in tags

@@ -301,8 +301,9 @@ def final_table(cfg: TrainConfig, folder: RunFolder, model) -> tuple[str, list[d
     paired_rows, paired_md = paired_table(by_policy, "agent")
     paired_title = "Paired on the same windows (agent − other; better: lower JCT, unfinished; higher deadline):"
     md += "\n" + paired_title + "\n\n" + paired_md
-    folder.write_csv("paired.csv", paired_rows)
-    folder.write_csv("results.csv", rows)
+    env_id = {"env_id": cfg.scenario}  # every results file names the env id, whose version names the dynamics
+    folder.write_csv("paired.csv", [{**env_id, **r} for r in paired_rows])
+    folder.write_csv("results.csv", [{**env_id, **r} for r in rows])
     folder.write_csv("episodes.csv", [r for recs in by_policy.values() for r in recs])
     header = (f"# {cfg.scenario}: agent ({cfg.policy}, {cfg.algo}, {which}) vs heuristics\n\n"
               f"Held-out windows (split='test'), {cfg.final_eval_episodes} seeds, mean ± 95 % t-interval; "

@@ -84,9 +84,19 @@ CHECKS: tuple[str, ...] = ("warn", "error", "report")
 # ----------------------------------------------------------------------------------------------- paths
 
 def traces_dir() -> Path:
-    """The bundled ``traces/`` folder (repository root), or ``$CLUSTERGYM_TRACES`` if set."""
+    """``$CLUSTERGYM_TRACES`` if set, else the bundled traces: the data package ``clustergym.traces`` (the
+    repository's ``traces/`` folder, which ``pyproject.toml`` maps onto it), found through ``importlib.resources``
+    so the same path works in a checkout, an editable install and an installed wheel."""
     env = os.environ.get("CLUSTERGYM_TRACES")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "traces"
+    if env:
+        return Path(env)
+    from importlib import resources
+
+    bundled = resources.files("clustergym.traces")
+    if not isinstance(bundled, Path):  # e.g. imported from a zip archive: the loaders read files by path
+        raise TraceError(str(bundled), "the bundled traces are not a folder on disk (is clustergym installed as a "
+                         "zip?); install it unpacked or set $CLUSTERGYM_TRACES to a folder holding the traces")
+    return bundled
 
 
 # ------------------------------------------------------------------------------ vectorised validation
