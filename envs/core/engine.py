@@ -199,8 +199,9 @@ class Simulator:
 
     def migrate(self, tid: int, server: int, gpu: int | None = None) -> int:
         """Move a running task to another GPU/server. Its job pauses for checkpoint + transfer + restore
-        (``migration_base_s`` + state size over the slower NIC) and the state bytes count as cross-server
-        traffic."""
+        (``migration_base_s`` + state size over the smaller of the two NICs' shares, each NIC shared by the
+        transfer and the other jobs crossing it: :meth:`Resources.nic_share`) and the state bytes count as
+        cross-server traffic."""
         task = self.task(tid)
         if task.state != TASK_RUNNING:
             raise InvalidCommand(f"task {tid} is {task.state.name}, only RUNNING tasks can be migrated")
@@ -216,7 +217,8 @@ class Simulator:
         self._attach(task, server, g)
         delay = self.config.migration_base_s
         if src != server:
-            delay += task.t.state_mb / (min(self._nic[src], self._nic[server]) * 125.0)
+            res = self.resources
+            delay += task.t.state_mb / (min(res.nic_share(src, job), res.nic_share(server, job)) * 125.0)
             job.record.cross_mb += task.t.state_mb
         self.metrics.on_migration(src, server, task.t.state_mb)
         job.paused_until = max(job.paused_until, self.now + delay)
@@ -478,9 +480,9 @@ class Simulator:
             del dirty[job]
             if job.state != JOB_ACTIVE:
                 continue
-            moved = refresh_rate(job, self._intra, self._nic, c.server_slow, c.gpu_slow)
+            moved = refresh_rate(job, self._intra, self._nic, resources.nic_flows, c.server_slow, c.gpu_slow)
             if moved is not None:
-                self._absorb(resources.move_traffic(*moved))
+                self._absorb(resources.move_traffic(job, *moved))
             if job.rate > 0 and job.n_placed == len(job.tasks):
                 if job.iters >= job.target_iters - 1e-9:
                     self._finish(job, JobState.FINISHED)
@@ -502,7 +504,7 @@ class Simulator:
                 self.queue.pop(t.tid, None)
                 t.waited += self.now - t.queued_since
             t.state = TaskState.DONE
-        self._absorb(self.resources.move_traffic(*stop_progress(job)))
+        self._absorb(self.resources.move_traffic(job, *stop_progress(job)))
         job.state = state
         job.record.end_time = self.now
         self._epoch[job] += 1
