@@ -38,6 +38,18 @@ from .workload import STOP_OPTIONS, JobSpec
 EV_COMPLETE, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_TICK = range(7)
 
 
+# the child of the simulator's seed that draws OptStop's prediction errors (the simulator's own Generator is the
+# seed itself, so these draws shift none of its draws)
+OPTSTOP_STREAM = 1
+
+
+def optstop_prediction_errors(seed: int, n_jobs: int, sigma: float) -> list[float]:
+    """Per job (in submission order), the factor OptStop's learning-curve predictor is off by: exp(eps), eps ~
+    N(0, sigma), from a stream of its own (:data:`OPTSTOP_STREAM`, a child of ``seed``)."""
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(OPTSTOP_STREAM,))))
+    return np.exp(sigma * rng.standard_normal(n_jobs)).tolist()
+
+
 class InvalidCommand(ValueError):
     """A scheduler command the simulator refuses; the message says exactly why."""
 
@@ -64,10 +76,11 @@ class Simulator:
         self.tasks: list[Task] = []
         self.job_by_id: dict[int, Job] = {}
         specs = sorted(jobs, key=lambda s: (s.submit_time, s.job_id))
-        for spec in specs:
+        optstop_errors = optstop_prediction_errors(seed, len(specs), self.config.optstop_error_sigma)
+        for spec, error in zip(specs, optstop_errors):
             if spec.job_id in self.job_by_id:
                 raise ValueError(f"duplicate job_id {spec.job_id}")
-            job = make_job(spec, models(spec.model), len(self.tasks))
+            job = make_job(spec, models(spec.model), len(self.tasks), error)
             start_progress(job)
             self.jobs.append(job)
             self.job_by_id[spec.job_id] = job
