@@ -316,6 +316,9 @@ class Policy:
     name: ClassVar[str] = "policy"
     source: ClassVar[str] = ""
     uniform_over_mask: ClassVar[bool] = False  # the env adapter samples the mask (random policy)
+    # the stopping option the policy runs every changeable job with (see system_stop_preferences); None: the
+    # users' own options (the comparison methods run the iterations their users asked for)
+    system_stop_option: ClassVar[str | None] = None
     gang_guard: bool = True
 
     def __post_init__(self) -> None:
@@ -368,6 +371,13 @@ class Policy:
                 return cmd
         return None
 
+    def system_stop_preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        """The "stop-option" commands that put the jobs of ``cands`` on :attr:`system_stop_option`
+        (:func:`system_stop_commands`); nothing when it is None. A policy that declares an option yields these
+        first in its :meth:`preferences`."""
+        if self.system_stop_option is not None:
+            yield from system_stop_commands(view, cands, self.system_stop_option)
+
     # -- shared helpers for subclasses
     def fits(self, view: ClusterView, job: Job, mode: str, servers: np.ndarray) -> bool:
         if not self.gang_guard or job.n_placed > 0:
@@ -397,6 +407,27 @@ class Policy:
                 mask = restrict(server_mask(view, t, mode), cands.servers)
                 for s in order_fn(view, t, mask):
                     yield Command("place", t.tid, s)
+
+
+# ----------------------------------------------------------------------------- the system's stopping rule
+
+
+def system_stop_commands(view: ClusterView, cands: Candidates, option: str) -> Iterator[Command]:
+    """MLFS §3.5 / §4: the "stop-option" commands that move each job the policy sees (the jobs of its candidate
+    tasks, in candidate order) to ``option``, for jobs still on their user's own option where the simulator
+    allows the change (the user let the system change it and ``option`` is cheaper:
+    ``Simulator.stop_option_error``). A job the system already moved (MLF-C's "requirement" under overload)
+    is left to whoever moved it."""
+    seen: set[int] = set()
+    for t in (*cands.place, *cands.migrate):
+        job = t.job
+        if job.jid in seen:
+            continue
+        seen.add(job.jid)
+        if job.stop_option == job.spec.stop_option != option and job.spec.stop_changeable:
+            cmd = Command("stop-option", jid=job.jid, option=option)
+            if view.command_error(cmd) is None:
+                yield cmd
 
 
 # --------------------------------------------------------------------------------------------- drivers

@@ -67,6 +67,7 @@ class MLFH(Policy):
 
     name = "mlf-h"
     source = "MLFS (Wang, Liu, Shen, CoNEXT'20) §3.3 Eqs. 2-6, §4.1 defaults"
+    system_stop_option = "opt-stop"  # MLFS §4: "we assume that all jobs use OptStop"
     alpha: float = 0.3
     gamma: float = 0.8
     gamma_d: float = 0.3
@@ -137,6 +138,7 @@ class MLFH(Policy):
         return view.overload_threshold if self.h_r is None else self.h_r
 
     def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        yield from self.system_stop_preferences(view, cands)
         util = view.utilisation()
         if self.migrate and cands.migrate:
             yield from self._migrations(view, cands, util)
@@ -241,5 +243,6 @@ class MLFSHC(MLFH):
 
     def attach(self, sim: "Simulator") -> None:
         if not any(isinstance(c, MLFC) for c in sim.controllers):
-            self.controller = MLFC(self.fallback)
+            # when an overload ends, jobs go back to the option MLFS runs them with (OptStop), not to run-all
+            self.controller = MLFC(self.fallback, restore_option=self.system_stop_option)
             sim.controllers.append(self.controller)

@@ -46,3 +46,18 @@ def markdown_rows(md: str) -> list[list[str]]:
         if line.startswith("|") and not set(line) <= set("|:- "):
             rows.append([c.strip() for c in line.strip("|").split(" | ")])
     return rows
+
+
+def decide_past_stop_options(policy, sim, cands=None):
+    """``policy``'s next command once it has moved the jobs it sees to its system stopping option (MLF-H puts
+    run-all jobs on OptStop before anything else in a round): those commands are checked and executed."""
+    from clustergym.core.commands import execute
+    from clustergym.core.view import ClusterView
+
+    view = ClusterView(sim)
+    while True:
+        cmd = policy.decide(view, cands)
+        if cmd is None or cmd.kind != "stop-option":
+            return cmd
+        assert cmd.option == policy.system_stop_option
+        execute(sim, cmd)

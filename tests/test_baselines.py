@@ -95,7 +95,9 @@ def test_mlfh_ps_task_first_and_waiting_term():
     first_decision(sim)
     pr = MLFH().job_priorities(V(sim), sim.jobs[0])
     assert math.isinf(pr[0]) and all(math.isfinite(p) for p in pr[1:])
-    cmd = MLFH().decide(V(sim))
+    cmd = MLFH().decide(V(sim))  # first the job goes on OptStop (MLFS §4), then its PS is placed
+    assert cmd == Command("stop-option", jid=0, option="opt-stop")
+    cmd = helpers.decide_past_stop_options(MLFH(), sim)
     assert cmd.kind == "place" and cmd.tid == sim.jobs[0].tasks[0].tid
 
 
@@ -119,22 +121,23 @@ def test_ideal_host_prefers_least_utilised_and_neighbours():
     sim.place(t0.tid, 2)
     # t1's ring neighbour sits on server 2: the bandwidth term pulls it there
     assert ideal_host_order(V(sim), t1, server_mask(V(sim), t1, "headroom"))[0] == 2
-    assert MLFH().decide(V(sim)) == Command("place", t1.tid, 2)
+    assert helpers.decide_past_stop_options(MLFH(), sim) == Command("place", t1.tid, 2)
 
 
 def test_mlfh_does_not_overload_a_gpu():
     # gpu_util 0.5: two tasks on one GPU = load 1.0 > h_r: MLF-H needs an idle or light GPU
     sim = make_sim([helpers.job(0), helpers.job(1)], cluster=helpers.cluster(1, gpus=1))
     first_decision(sim)
-    cmd = MLFH().decide(V(sim))
+    cmd = helpers.decide_past_stop_options(MLFH(), sim)
     execute(sim, cmd)
-    assert MLFH().decide(V(sim)) is None  # the other task would overload the only GPU
+    assert helpers.decide_past_stop_options(MLFH(), sim) is None  # the other task would overload the only GPU
     assert baselines.make("gandiva").decide(V(sim)) is not None  # Gandiva packs up to load 1.0
 
 
 def overloaded_sim():
     """Server 0 GPU 0 shared by jobs 0 and 1 (load 1.0 > 0.9); server 1 empty."""
-    sim = make_sim([helpers.job(0, urgency=9), helpers.job(1, urgency=1)])
+    # (the users chose OptStop: MLF-H has no stopping option to change first)
+    sim = make_sim([helpers.job(0, urgency=9, stop="opt-stop"), helpers.job(1, urgency=1, stop="opt-stop")])
     first_decision(sim)
     sim.place(sim.jobs[0].tasks[0].tid, 0, gpu=0)
     sim.place(sim.jobs[1].tasks[0].tid, 0, gpu=0)
@@ -162,7 +165,7 @@ def nic_sim(nics, servers_of_tasks):
     """A 4-partition chain job (t0-t1-t2-t3, 50 MB per edge and iteration) placed as given on 4-GPU
     servers with the given NICs (Gbit/s); past the migration cooldown."""
     cl = ClusterSpec("nic", tuple(ServerSpec(f"s{i}", "V100", 4, 32, 244, nic, 100.0) for i, nic in enumerate(nics)))
-    sim = make_sim([helpers.job(0, P=len(servers_of_tasks))], cluster=cl)
+    sim = make_sim([helpers.job(0, P=len(servers_of_tasks), stop="opt-stop")], cluster=cl)
     first_decision(sim)
     for t, s in zip(sim.jobs[0].tasks, servers_of_tasks):
         sim.place(t.tid, s)

@@ -61,6 +61,10 @@ def check_simulator(sim) -> None:
         assert c.tasks_by_id(s) == tuple(sorted(c.server_tasks[s], key=lambda t: t.tid))
         gpus = c.server_gpus(s)
         assert c.server_max_free_gpu_mem[s] == max(c.gpu_mem_cap[g] - c.gpu_mem_used[g] for g in gpus)
+    # NIC sharing: per server, the active jobs whose current placement sends cross-server bytes through it
+    crossing = [[j for j in sim.active_jobs.values() if s in j._pace.cross_servers] for s in range(c.n_servers)]
+    assert res.nic_flows == [len(js) for js in crossing]
+    assert [set(js) for js in res._nic_jobs] == [set(js) for js in crossing]
     for job in sim.jobs:
         p = job._pace
         if p.plan is None:
@@ -70,7 +74,10 @@ def check_simulator(sim) -> None:
         assert p.slots == list(zip(servers, gpus))
         assert p.unit_compute == [t.t.compute_share * job.model.iter_time(c.gpu_type[t.gpu]) if t.gpu >= 0 else 0.0
                                   for t in job.tasks]
-        fresh = placement_plan([t.t for t in job.tasks], job.spec, servers, gpus, c.intra_gbps, c.nic_gbps)
+        # each NIC the job crosses gives it an equal share among the jobs crossing it
+        nic = [float(c.nic_gbps[s]) / len(crossing[s]) if s in p.cross_servers else float(c.nic_gbps[s])
+               for s in range(c.n_servers)]
+        fresh = placement_plan([t.t for t in job.tasks], job.spec, servers, gpus, c.intra_gbps, nic)
         assert p.plan == fresh
         for slow, T in p.iter_times.items():  # cached iteration times of this placement
             assert T == critical_time(fresh, p.unit_compute, slow)
@@ -173,3 +180,55 @@ def test_finished_jobs_leave_no_stale_state():
         assert not any(c.server_tasks) and all(len(t) == 0 for t in (c.tasks_by_id(s) for s in range(c.n_servers)))
         assert (c.server_max_free_gpu_mem == c.gpu_mem_cap[c.server_first_gpu]).all()
         assert np.allclose(c.net_mbps, 0.0) and not math.isnan(float(c.net_mbps.sum()))
+    assert res_flows_empty(sim)
+
+
+def res_flows_empty(sim) -> bool:
+    """No NIC counts a flow once every job has ended."""
+    if sim.active_jobs:
+        return True
+    return sim.resources.nic_flows == [0] * sim.cluster.n_servers and not any(sim.resources._nic_jobs)
+
+
+def random_core_commands(sim, rng) -> None:
+    """One decision round of random valid commands at core level: place, migrate, requeue, preempt."""
+    for _ in range(int(rng.integers(1, 12))):
+        ready, running = sim.ready_tasks(), sim.running_tasks()
+        r = rng.random()
+        if ready and r < 0.6:
+            t = ready[rng.integers(len(ready))]
+            ok = np.flatnonzero(sim.feasible_servers(t))
+            if len(ok):
+                sim.place(t.tid, int(rng.choice(ok)))
+        elif running and r < 0.85:
+            t = running[rng.integers(len(running))]
+            ok = [s for s in np.flatnonzero(sim.feasible_servers(t, moving=True)) if s != t.server]
+            if ok:
+                sim.migrate(t.tid, int(rng.choice(ok)))
+        elif running and r < 0.93:
+            sim.requeue(running[rng.integers(len(running))].tid)
+        elif running:
+            sim.preempt(running[rng.integers(len(running))].job.jid)
+        check_simulator(sim)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 1))
+def test_nic_sharing_matches_a_rebuild_after_random_commands(seed):
+    # multi-replica jobs on small servers with varying resource use: most placements cross NICs, many share
+    from clustergym.core.engine import SimConfig, Simulator
+    from helpers import cluster, job, models
+
+    rng = np.random.default_rng(seed)
+    specs = [job(i, submit=float(rng.uniform(0, 1200)), model=str(rng.choice(["toy", "toy-layer"])),
+                 P=int(rng.choice([1, 2, 4])), R=int(rng.choice([1, 2, 3])), iters=int(rng.integers(50, 400)),
+                 sync=str(rng.choice(["ps", "allreduce"])), acc_req=0.5) for i in range(14)]
+    sim = Simulator(cluster(4, gpus=2), specs, SimConfig(usage_change_mean_s=120.0, decide_on="always"),
+                    seed=seed, models=models)
+    shared = 0
+    while sim.next_decision():
+        random_core_commands(sim, rng)
+        shared += any(j._pace.nic_key for j in sim.active_jobs.values())
+    check_simulator(sim)
+    assert res_flows_empty(sim)
+    assert shared > 0  # the rollout did exercise NIC sharing

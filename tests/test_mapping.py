@@ -81,7 +81,7 @@ def test_invariants(fake_catalogue):
         assert 100 <= s.data_size_mb <= 1000 and 50 <= s.comm_ps_mb <= 100 and 50 <= s.comm_worker_mb <= 100
         fa = prof.curve.final_accuracy
         assert 0.6 * fa - 1e-9 <= s.accuracy_requirement <= 0.95 * fa + 1e-9
-        assert s.stop_option == "opt-stop" and s.slo_class == "strict" and s.stop_changeable
+        assert s.stop_option == "run-all" and s.slo_class == "strict" and s.stop_changeable  # users ask for their iterations
     # the MLFS rule: as many partitions as GPUs when the model allows it
     for s in specs:
         if s.model == "BERT" and s.n_gpus <= 16:

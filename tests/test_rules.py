@@ -22,7 +22,8 @@ def models(name):
 
 def shared_gpu_sim(h: float) -> Simulator:
     """Jobs 0 and 1 share GPU 0 of server 0 (load 0.6); job 2 waits; server 1 is empty."""
-    specs = [helpers.job(i, model="light", iters=100_000) for i in range(3)]
+    # (the users chose OptStop: MLF-H has no stopping option to change first)
+    specs = [helpers.job(i, model="light", iters=100_000, stop="opt-stop") for i in range(3)]
     sim = Simulator(helpers.cluster(2), specs, SimConfig(overload_threshold=h, usage_change_mean_s=0.0), 0,
                     models=models)
     assert sim.next_decision()

@@ -15,6 +15,7 @@ BAD = [
     ("suspend_s", -1.0), ("resume_base_s", math.inf), ("resume_per_gpu_s", -1.0), ("overload_recheck_s", -1.0),
     ("contention_step", -0.05), ("gang_timeout_s", 0.0), ("horizon_s", 0.0), ("horizon_s", math.nan),
     ("decide_on", "sometimes"), ("record_series", 1), ("overload_threshold", True),
+    ("optstop_error_sigma", -0.1), ("optstop_error_sigma", math.inf), ("optstop_error_sigma", math.nan),
 ]
 
 
@@ -35,7 +36,8 @@ def test_usage_bounds_must_be_ordered():
 def test_limits_that_are_allowed():
     SimConfig(overload_threshold=1.0, cluster_overload_threshold=1.0, usage_change_mean_s=0.0, usage_sigma=0.0,
               contention_step=0.0, migration_base_s=0.0, suspend_s=0.0, resume_base_s=0.0, resume_per_gpu_s=0.0,
-              overload_recheck_s=0.0, gang_timeout_s=math.inf, horizon_s=math.inf, tick_s=1)
+              overload_recheck_s=0.0, gang_timeout_s=math.inf, horizon_s=math.inf, tick_s=1,
+              optstop_error_sigma=0.0)
 
 
 def test_every_numeric_field_is_checked():

@@ -39,6 +39,10 @@ class SimConfig:
     overload_recheck_s: float = 600.0  # an unchanged overload is offered again as a decision after this long
     contention_step: float = 0.05  # slowdown factors are rounded up to this step (0 = exact)
     gang_timeout_s: float = 1800.0  # a partially placed job releases its slots after this long (inf = never)
+    # OptStop's learning-curve predictor (MLFS §2, §3.5: about 90 % accurate): a job's predicted optimum progress
+    # is its true one x exp(eps), eps ~ N(0, optstop_error_sigma) per job, capped to its budget. 0.125 gives a
+    # mean absolute relative error E|exp(eps) - 1| = exp(s^2/2) (2 Phi(s) - 1) = 10.0 % before the cap.
+    optstop_error_sigma: float = 0.125
     horizon_s: float = math.inf  # stop the simulation here (unfinished jobs are reported)
     record_series: bool = True
     # end the run (Simulator.stalled, a StallWarning) when jobs wait but none progressed, arrived or ended for this
@@ -66,7 +70,7 @@ _RANGES: tuple[tuple[tuple[str, ...], tuple[float, bool, float, bool]], ...] = (
     (("tick_s", "usage_min", "usage_max"), (0.0, True, math.inf, False)),
     (("overload_threshold", "cluster_overload_threshold"), (0.0, True, 1.0, False)),
     (("usage_change_mean_s", "usage_sigma", "migration_base_s", "suspend_s", "resume_base_s", "resume_per_gpu_s",
-      "overload_recheck_s", "contention_step"), (0.0, False, math.inf, False)),
+      "overload_recheck_s", "contention_step", "optstop_error_sigma"), (0.0, False, math.inf, False)),
     (("gang_timeout_s", "horizon_s", "stall_timeout_s"), (0.0, True, math.inf, True)),
 )
 

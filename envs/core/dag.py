@@ -19,7 +19,9 @@ Iteration time (all times in seconds, volumes in MB, bandwidths in Gbit/s):
 
 - compute of task k on a GPU of type g: ``compute_share_k * model.iter_time(g) * slowdown_k``;
 - a DAG edge costs ``comm_worker_mb`` transferred over the link between the two GPUs: free on the
-  same GPU, ``intra_gbps`` inside a server, the smaller NIC between servers;
+  same GPU, ``intra_gbps`` inside a server, the smaller NIC between servers (``nic`` is the bandwidth each
+  server's NIC gives this job: the simulator passes the NIC's equal share among the jobs crossing it,
+  :mod:`clustergym.core.progress`);
 - a replica's time is its DAG's critical path (node + edge weights); tasks of one job that share a GPU
   run one after another (Hare's relaxed synchronisation), so a replica also takes at least the summed
   compute of its tasks on any one GPU;
@@ -214,7 +216,9 @@ def placement_plan(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int],
 
 def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list[float],
                    nic: list[float]) -> PlacementPlan:
-    """:func:`placement_plan` from the job's :class:`JobGraph` (what the simulator calls)."""
+    """:func:`placement_plan` from the job's :class:`JobGraph` (what the simulator calls). ``nic[s]``: the
+    bandwidth server s's NIC gives this job (its whole NIC, or its share of it). Which servers exchange bytes
+    (``cross``, ``cross_servers``) depends on the placement alone, never on ``nic``."""
     cross: dict[tuple[int, int], float] = {}
 
     def send(a: int, b: int, mb: float) -> float:

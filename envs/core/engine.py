@@ -39,6 +39,18 @@ from .workload import STOP_OPTIONS, JobSpec
 EV_COMPLETE, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_TICK = range(7)
 
 
+# the child of the simulator's seed that draws OptStop's prediction errors (the simulator's own Generator is the
+# seed itself, so these draws shift none of its draws)
+OPTSTOP_STREAM = 1
+
+
+def optstop_prediction_errors(seed: int, n_jobs: int, sigma: float) -> list[float]:
+    """Per job (in submission order), the factor OptStop's learning-curve predictor is off by: exp(eps), eps ~
+    N(0, sigma), from a stream of its own (:data:`OPTSTOP_STREAM`, a child of ``seed``)."""
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(OPTSTOP_STREAM,))))
+    return np.exp(sigma * rng.standard_normal(n_jobs)).tolist()
+
+
 class InvalidCommand(ValueError):
     """A scheduler command the simulator refuses; the message says exactly why."""
 
@@ -73,10 +85,11 @@ class Simulator:
         self.tasks: list[Task] = []
         self.job_by_id: dict[int, Job] = {}
         specs = sorted(jobs, key=lambda s: (s.submit_time, s.job_id))
-        for spec in specs:
+        optstop_errors = optstop_prediction_errors(seed, len(specs), self.config.optstop_error_sigma)
+        for spec, error in zip(specs, optstop_errors):
             if spec.job_id in self.job_by_id:
                 raise ValueError(f"duplicate job_id {spec.job_id}")
-            job = make_job(spec, models(spec.model), len(self.tasks))
+            job = make_job(spec, models(spec.model), len(self.tasks), error)
             start_progress(job)
             self.jobs.append(job)
             self.job_by_id[spec.job_id] = job
@@ -206,8 +219,9 @@ class Simulator:
 
     def migrate(self, tid: int, server: int, gpu: int | None = None) -> int:
         """Move a running task to another GPU/server. Its job pauses for checkpoint + transfer + restore
-        (``migration_base_s`` + state size over the slower NIC) and the state bytes count as cross-server
-        traffic."""
+        (``migration_base_s`` + state size over the smaller of the two NICs' shares, each NIC shared by the
+        transfer and the other jobs crossing it: :meth:`Resources.nic_share`) and the state bytes count as
+        cross-server traffic."""
         task = self.task(tid)
         if task.state != TASK_RUNNING:
             raise InvalidCommand(f"task {tid} is {task.state.name}, only RUNNING tasks can be migrated")
@@ -223,7 +237,8 @@ class Simulator:
         self._attach(task, server, g)
         delay = self.config.migration_base_s
         if src != server:
-            delay += task.t.state_mb / (min(self._nic[src], self._nic[server]) * 125.0)
+            res = self.resources
+            delay += task.t.state_mb / (min(res.nic_share(src, job), res.nic_share(server, job)) * 125.0)
             job.record.cross_mb += task.t.state_mb
         self.metrics.on_migration(src, server, task.t.state_mb)
         job.paused_until = max(job.paused_until, self.now + delay)
@@ -506,9 +521,9 @@ class Simulator:
             del dirty[job]
             if job.state != JOB_ACTIVE:
                 continue
-            moved = refresh_rate(job, self._intra, self._nic, c.server_slow, c.gpu_slow)
+            moved = refresh_rate(job, self._intra, self._nic, resources.nic_flows, c.server_slow, c.gpu_slow)
             if moved is not None:
-                self._absorb(resources.move_traffic(*moved))
+                self._absorb(resources.move_traffic(job, *moved))
             if job.rate > 0 and job.n_placed == len(job.tasks):
                 if job.iters >= job.target_iters - 1e-9:
                     self._finish(job, JobState.FINISHED)
@@ -530,7 +545,7 @@ class Simulator:
                 self.queue.pop(t.tid, None)
                 t.waited += self.now - t.queued_since
             t.state = TaskState.DONE
-        self._absorb(self.resources.move_traffic(*stop_progress(job)))
+        self._absorb(self.resources.move_traffic(job, *stop_progress(job)))
         job.state = state
         job.record.end_time = self.now
         self._epoch[job] += 1

@@ -89,17 +89,22 @@ class Job:
     ``_pace`` is the progress layer's private state (placement plan, contention key, pending completion).
     """
 
-    __slots__ = ("spec", "model", "tasks", "state", "n_placed", "usage_factor", "stop_option", "target_iters",
-                 "iters", "rate", "last_update", "paused_until", "waiting_time", "running_time", "record", "_pace")
+    __slots__ = ("spec", "model", "tasks", "state", "n_placed", "usage_factor", "optimum_true", "optimum_predicted",
+                 "stop_option", "target_iters", "iters", "rate", "last_update", "paused_until", "waiting_time",
+                 "running_time", "record", "_pace")
 
-    def __init__(self, spec: JobSpec, model: ModelProfile) -> None:
+    def __init__(self, spec: JobSpec, model: ModelProfile, optstop_error: float = 1.0) -> None:
         self.spec = spec
         self.model = model
         self.tasks: list[Task] = []
         self.state = JobState.PENDING
         self.n_placed = 0  # tasks holding a slot
         self.usage_factor = 1.0  # actual resource use / nominal demand (resampled by the engine)
-        self.stop_option = spec.stop_option  # effective option (MLF-C may change it)
+        # OptStop (MLFS §3.5): the progress where accuracy stops improving, on the true curve, and as the
+        # learning-curve predictor sees it (the true one x ``optstop_error``, capped to the budget)
+        self.optimum_true = model.curve.optimum_progress()
+        self.optimum_predicted = min(1.0, self.optimum_true * optstop_error)
+        self.stop_option = spec.stop_option  # effective option (the system may change it: Simulator.set_stop_option)
         self.target_iters = self.target_for(spec.stop_option)
         self.iters = 0.0
         self.rate = 0.0
@@ -139,20 +144,28 @@ class Job:
         return self.model.curve.loss_at(i / self.spec.max_iterations)
 
     def target_for(self, option: str) -> float:
-        spec, curve = self.spec, self.model.curve
+        """The iteration the job stops at under ``option``: all of its budget, OptStop's *predicted* optimum
+        (the scheduler cannot see the true curve), or the first iteration meeting the accuracy requirement."""
+        spec = self.spec
         if option == "run-all":
             x = 1.0
         elif option == "opt-stop":
-            x = curve.optimum_progress()
+            x = self.optimum_predicted
         elif option == "requirement":
-            x = min(1.0, curve.progress_for_accuracy(spec.accuracy_requirement))
+            x = min(1.0, self.model.curve.progress_for_accuracy(spec.accuracy_requirement))
         else:
             raise ValueError(f"unknown stop option {option!r}; known: {STOP_OPTIONS}")
-        return max(1.0, min(float(spec.max_iterations), math.ceil(x * spec.max_iterations)))
+        return self.iterations_at(x)
+
+    def iterations_at(self, x: float) -> float:
+        """The whole iteration at progress ``x`` of the budget (at least 1, at most the budget)."""
+        return max(1.0, min(float(self.spec.max_iterations), math.ceil(x * self.spec.max_iterations)))
 
 
-def make_job(spec: JobSpec, model: ModelProfile, first_tid: int) -> Job:
-    job = Job(spec, model)
+def make_job(spec: JobSpec, model: ModelProfile, first_tid: int, optstop_error: float = 1.0) -> Job:
+    """The run-time job of ``spec`` with its task DAG; ``optstop_error``: the factor OptStop's predictor is off
+    by for this job (1 = exact)."""
+    job = Job(spec, model, optstop_error)
     templates: list[TaskTemplate] = build_tasks(spec, model)
     job.tasks = [Task(first_tid + i, job, t) for i, t in enumerate(templates)]
     return job

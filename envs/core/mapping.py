@@ -28,8 +28,13 @@ and kept the trace's iteration count. We do the same with the catalogue and the 
 - **urgency** ~ U{1..10}; **accuracy requirement**: the trace's, else U[0.6, 0.95] x the final accuracy
   of the model's curve (Pollux's Philly CSV has no completion status to use as MLFS did).
 - **SLO class** from ``slo_mix`` (UniSched classes; default all "strict": every MLFS job has a deadline);
-  **stop option** from ``stop_mix`` (default all "opt-stop": MLFS §4.1 "we assume that all jobs use
-  OptStop"); **stop_changeable** with probability ``stop_changeable_probability``.
+  **stop option** from ``stop_mix`` (default all "run-all": users submit their iteration counts, as on
+  today's clusters, MLFS §3.5 option i) and **stop_changeable** with probability
+  ``stop_changeable_probability`` (default 1: the system may change every job's option). MLFS's own
+  schedulers then run every changeable job with OptStop (§4: "we assume that all jobs use OptStop") and the
+  comparison methods run the iterations the users asked for (a scheduler's choice:
+  ``Policy.system_stop_option``); ``stop_mix={"opt-stop": 1}`` gives OptStop to every job whatever the
+  scheduler.
 - **data size** ~ U[100, 1000] MB, **communication volumes** (PS<->worker, worker<->worker) ~ U[50, 100]
   MB each (MLFS §4.1).
 
@@ -86,7 +91,7 @@ class MappingConfig:
     urgency_range: tuple[int, int] = (1, 10)
     accuracy_fraction: tuple[float, float] = (0.6, 0.95)
     slo_mix: Mapping[str, float] = field(default_factory=lambda: {"strict": 1.0})
-    stop_mix: Mapping[str, float] = field(default_factory=lambda: {"opt-stop": 1.0})
+    stop_mix: Mapping[str, float] = field(default_factory=lambda: {"run-all": 1.0})
     stop_changeable_probability: float = 1.0
     data_size_mb: tuple[float, float] = (100.0, 1000.0)
     comm_mb: tuple[float, float] = (50.0, 100.0)

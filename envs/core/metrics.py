@@ -130,6 +130,9 @@ def job_records(jobs: Sequence[Job]) -> list[dict]:
             "job_id": s.job_id, "model": s.model, "n_gpus": s.n_gpus, "n_partitions": s.n_partitions,
             "n_replicas": s.n_replicas, "sync": s.sync, "urgency": s.urgency, "slo_class": s.slo_class,
             "stop_option": s.stop_option, "final_stop_option": j.stop_option,
+            # OptStop's stopping iteration on the true curve and as predicted (what "opt-stop" runs to)
+            "optstop_true_iters": j.iterations_at(j.optimum_true),
+            "optstop_predicted_iters": j.iterations_at(j.optimum_predicted),
             "submit": s.submit_time, "first_start": r.first_start if r.first_start >= 0 else np.nan,
             "end": r.end_time if ended else np.nan, "jct": (r.end_time - s.submit_time) if ended else np.nan,
             "waiting_time": j.waiting_time, "running_time": j.running_time, "deadline": s.deadline,

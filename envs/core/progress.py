@@ -6,9 +6,16 @@ materialises it (the engine calls it at events), :func:`iters_at` and friends re
 changing the job.
 
 The placement-dependent part of an iteration (transfers, synchronisation, cross-server bytes: a
-:class:`~clustergym.core.dag.PlacementPlan`) is kept per job until a task is attached or detached; a
-contention change only re-runs the critical path (:func:`~clustergym.core.dag.critical_time`), and the
-iteration time of each set of contention factors met under the current placement is kept too.
+:class:`~clustergym.core.dag.PlacementPlan`) is kept per job until a task is attached or detached, or the
+NIC sharing on one of its cross-server links changes; a contention change only re-runs the critical path
+(:func:`~clustergym.core.dag.critical_time`), and the iteration time of each set of contention factors met
+under the current placement is kept too.
+
+NIC sharing (README, "Overload and contention"): a server's NIC is shared equally by the jobs whose current
+placement sends cross-server bytes through it (``flows[s]`` of them, this job included), so this job's
+transfers between servers a and b run at ``min(nic_a / flows_a, nic_b / flows_b)``. The counts are the
+resources layer's (:meth:`~clustergym.core.resources.Resources.move_traffic` keeps them and reports the other
+jobs on a NIC whose count changed); a job without cross-server traffic never reads them.
 """
 from __future__ import annotations
 
@@ -24,12 +31,13 @@ _NO_TRAFFIC = (0.0, {}, frozenset())
 class Pace:
     """The progress layer's private state of one job (``job._pace``); nothing else reads it."""
 
-    __slots__ = ("graph", "plan", "unit_compute", "slots", "slow_key", "iter_times", "cross", "cross_total",
-                 "cross_servers", "scheduled")
+    __slots__ = ("graph", "plan", "nic_key", "unit_compute", "slots", "slow_key", "iter_times", "cross",
+                 "cross_total", "cross_servers", "scheduled")
 
     def __init__(self, n_tasks: int) -> None:
         self.graph = None  # dag.JobGraph (placement-independent), built at the first full placement
         self.plan = None  # dag.PlacementPlan of the current placement (None: recompute)
+        self.nic_key: tuple = ()  # ((server, jobs sharing its NIC), ...) where > 1 that ``plan`` was timed with
         # per task, while it is placed: compute share x iteration time on its GPU, and its (server, GPU)
         self.unit_compute = [0.0] * n_tasks
         self.slots = [(-1, -1)] * n_tasks
@@ -90,11 +98,13 @@ def advance(job: Job, now: float, on_bytes: Callable[[dict, float], None]) -> No
 
 
 # -------------------------------------------------------------------------------------------- the rate
-def refresh_rate(job: Job, intra: list[float], nic: list[float], server_slow: list[float],
+def refresh_rate(job: Job, intra: list[float], nic: list[float], flows: list[int], server_slow: list[float],
                  gpu_slow: list[float]) -> tuple | None:
-    """Recompute ``job.rate`` from its placement and the contention factors of its slots (each task runs at
-    the larger of its server's and its GPU's slowdown). Returns (old traffic, new traffic), each (rate,
-    {(server a, server b): MB per iteration}, servers), when the job's NIC traffic changed, else None."""
+    """Recompute ``job.rate`` from its placement, the NIC shares of its cross-server links (``flows``: jobs
+    crossing each server's NIC, as the resources layer counts them) and the contention factors of its slots
+    (each task runs at the larger of its server's and its GPU's slowdown). Returns (old traffic, new traffic),
+    each (rate, {(server a, server b): MB per iteration}, servers), when the job's NIC traffic changed, else
+    None."""
     p = job._pace
     old_cross, old_servers = p.cross, p.cross_servers
     old_rate = rate = job.rate
@@ -105,8 +115,17 @@ def refresh_rate(job: Job, intra: list[float], nic: list[float], server_slow: li
                 p.graph = job_graph([t.t for t in job.tasks], job.spec)
             p.plan = plan = plan_placement(p.graph, [t.server for t in job.tasks], [t.gpu for t in job.tasks],
                                            intra, nic)
+            p.nic_key = ()
             p.slow_key = None
             p.iter_times = {}
+        if plan.cross_servers:  # (most jobs have no cross-server traffic: nothing to share)
+            key = nic_sharing(plan.cross_servers, old_servers, flows)
+            if key != p.nic_key:
+                p.plan = plan = plan_placement(p.graph, [t.server for t in job.tasks], [t.gpu for t in job.tasks],
+                                               intra, shared_nic(nic, key))
+                p.nic_key = key
+                p.slow_key = None
+                p.iter_times = {}
         slow_key = tuple([gpu_slow[g] if g >= 0 and gpu_slow[g] > server_slow[s] else server_slow[s]
                           for s, g in p.slots])
         if slow_key != p.slow_key:
@@ -130,6 +149,27 @@ def refresh_rate(job: Job, intra: list[float], nic: list[float], server_slow: li
     if (old_cross or p.cross) and (old_rate != rate or old_cross is not p.cross):
         return (old_rate, old_cross, old_servers), (rate, p.cross, p.cross_servers)
     return None
+
+
+def nic_sharing(servers: frozenset, registered: frozenset, flows: list[int]) -> tuple:
+    """((server, n), ...) in server order for the ``servers`` whose NIC this job shares with others: n = the
+    jobs crossing it with this one counted (``flows`` counts the job only at the servers it is
+    ``registered`` at), kept where n > 1. The empty tuple: every NIC is the job's alone."""
+    key = []
+    for s in sorted(servers):
+        n = flows[s] if s in registered else flows[s] + 1
+        if n > 1:
+            key.append((s, n))
+    return tuple(key)
+
+
+def shared_nic(nic: list[float], sharing: tuple) -> list[float]:
+    """Per-server NIC bandwidth one job gets: ``nic[s] / n`` for each (s, n) of ``sharing``, ``nic[s]``
+    elsewhere."""
+    out = list(nic)
+    for s, n in sharing:
+        out[s] = nic[s] / n
+    return out
 
 
 def stop(job: Job) -> tuple:

@@ -6,8 +6,11 @@ per-job usage factor the engine resamples). A server is overloaded when any reso
 (CPU, memory, NIC) exceeds ``h_r``, or any of its GPUs shared by several jobs has a summed utilisation above
 ``h_r`` (one job alone keeps a GPU busy, it does not overload it). Tasks slow down in proportion to
 over-commitment: a GPU shared by several jobs whose summed utilisation ``u`` exceeds 1 runs each of them at
-``1/u``; a server whose CPU or memory use exceeds capacity slows all its tasks by the larger ratio. Network
-over-commitment is reported (and counts as overload) but does not slow transfers.
+``1/u``; a server whose CPU or memory use exceeds capacity slows all its tasks by the larger ratio. A
+server's NIC is shared equally by the jobs whose placement sends cross-server bytes through it: this layer
+counts them (:attr:`Resources.nic_flows`) and reports the other jobs on a NIC when its count changes; the
+progress layer times their transfers at their share (:func:`clustergym.core.progress.nic_sharing`). NIC use
+above ``h_r`` x capacity counts as overload like any other resource.
 
 :class:`Resources` is the only writer of the :class:`~clustergym.core.state.ClusterState` arrays. Each
 update (attach, detach, a usage change, NIC traffic moving) reports in :attr:`Resources.changes` the jobs whose
@@ -206,6 +209,10 @@ class Resources:
         self.mem_use = Mirrored(c.mem_use)
         self.net = Mirrored(c.net_mbps)
         self.overloaded = Mirrored(c.overloaded)
+        # per server: the jobs whose current placement sends cross-server bytes through its NIC (insertion
+        # order: deterministic reports) and their number
+        self._nic_jobs: list[dict[Job, None]] = [{} for _ in range(c.n_servers)]
+        self.nic_flows: list[int] = [0] * c.n_servers
         self._gpu_hot = [False] * c.n_gpus
         # per GPU: ((job, highest GPU utilisation of its tasks there), ...) in the order the jobs first appear
         # in gpu_tasks; None = rebuild (after a task is attached to or detached from the GPU)
@@ -422,11 +429,12 @@ class Resources:
         self.max_free_gpu_mem.set(server, largest)
 
     # --------------------------------------------------------------------------------- network traffic
-    def move_traffic(self, old: tuple, new: tuple) -> Changes:
-        """Move a job's NIC loads from its ``old`` to its ``new`` traffic, each (iterations per second,
+    def move_traffic(self, job: Job, old: tuple, new: tuple) -> Changes:
+        """Move ``job``'s NIC loads from its ``old`` to its ``new`` traffic, each (iterations per second,
         {(server a, server b): MB per iteration}, the servers of those pairs); pair by pair, the float
         operations of in-place updates. Every server involved is judged again both ways: traffic that ends
-        (the job finished, slowed down or moved) must also clear an overload it caused."""
+        (the job finished, slowed down or moved) must also clear an overload it caused. Where the job starts or
+        stops crossing a NIC, the NIC's other jobs get another share of it: they are reported in ``jobs``."""
         net = self.net.values  # updated in place pair by pair, then published once per server
         changed: frozenset = frozenset()
         old_rate, old_cross, old_servers = old
@@ -449,7 +457,28 @@ class Resources:
         self.net.publish(changed)
         for s in changed:  # the order does not matter: only the set of overloads that began or ended does
             self._judge_overload(s)
+        if old_servers is not servers and old_servers != servers:
+            self._move_flows(job, old_servers, servers)
         return self.changes
+
+    def _move_flows(self, job: Job, old: frozenset, new: frozenset) -> None:
+        """``job`` stops crossing the NICs of ``old`` - ``new`` and starts crossing those of ``new`` - ``old``:
+        update the counts and report the other jobs on those NICs (their share changed), servers in order."""
+        jobs, flows, slowed = self._nic_jobs, self.nic_flows, self.changes.jobs
+        for s in sorted(old - new):
+            del jobs[s][job]
+            flows[s] -= 1
+            slowed.extend(jobs[s])
+        for s in sorted(new - old):
+            slowed.extend(jobs[s])
+            jobs[s][job] = None
+            flows[s] += 1
+
+    def nic_share(self, s: int, job: Job) -> float:
+        """The bandwidth (Gbit/s) server ``s``'s NIC gives one more flow of ``job``: its capacity divided among
+        that flow and the other jobs crossing it (a migration's state transfer)."""
+        others = self.nic_flows[s] - (1 if job in self._nic_jobs[s] else 0)
+        return float(self.cluster.nic_gbps[s]) / (others + 1)
 
     # ---------------------------------------------------------------------------- overload, contention
     def overloaded_resources(self, s: int) -> tuple[bool, bool, bool, bool]:
