@@ -59,8 +59,10 @@ class EnvConfig:
       ``split``: ``"train"`` or ``"test"``; the trace is cut by :func:`clustergym.core.traces.split_trace` at
       ``train_fraction`` of its jobs (MLFS trained MLF-RL on the first 50 %), so train and test windows are disjoint.
       ``max_job_gpus``: trace jobs asking for more GPUs are dropped before windowing (None = the cluster's
-      GPU count: larger jobs could never run). Mapped jobs whose tasks together need more CPU, memory or
-      GPU memory than the whole cluster are left out too; their ids are in ``info["episode"]["dropped_jobs"]``.
+      GPU count: larger jobs could never run). Mapped jobs above it (GPU counts redrawn by
+      ``mapping.gpu_choices``, which replace the trace's, so no trace job is dropped by its own count) and
+      jobs whose tasks together need more CPU, memory or GPU memory than the whole cluster are left out of
+      the episode; their ids are in ``info["episode"]["dropped_jobs"]``.
       ``mapping``: :class:`MappingConfig` fields; ``mapping_seed``: None = drawn from ``self.np_random`` per
       episode, an int = the same job mapping every episode.
     Simulator
@@ -179,10 +181,6 @@ class EnvConfig:
         if self.load is not None and int(self.window_jobs) < 2:
             raise ConfigError(f"load needs window_jobs >= 2 (an offered load needs two arrivals), got "
                               f"{self.window_jobs}")
-        if (self.workload == "philly" and self.max_job_gpus is not None and isinstance(self.mapping, Mapping)
-                and self.mapping.get("gpu_choices") is not None):
-            raise ConfigError("max_job_gpus filters trace jobs by their GPU count, which mapping.gpu_choices "
-                              "replaces: give one of the two")
 
     def _check_nested(self) -> None:
         from .core.engine import SimConfig

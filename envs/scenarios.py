@@ -145,7 +145,8 @@ def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
         df = _generated_window(cfg, cluster, rng, info)
     else:
         df = _trace_window(cfg, cluster, rng, info)
-    kept, dropped = fitting_jobs(to_job_specs(df, map_seed, mcfg, cluster), cluster)
+    cap = int(cfg.max_job_gpus or cluster.n_gpus)
+    kept, dropped = fitting_jobs(to_job_specs(df, map_seed, mcfg, cluster), cluster, cap)
     info["dropped_jobs"] = [sp.job_id for sp in dropped]
     if cfg.load is not None:
         kept = _compress(kept, float(cfg.load), cluster, mcfg, info)
@@ -201,10 +202,12 @@ def _trace_window(cfg, cluster, rng: np.random.Generator, info: dict):
     return df
 
 
-def fitting_jobs(specs: list, cluster) -> tuple[list, list]:
-    """(jobs that fit, jobs that do not): a mapped job whose tasks together exceed the cluster (e.g. 16
-    CPU-heavy replicas on 128 cores, or more GPUs than it has) could never start and would hold the episode
-    open to its horizon, so the env leaves it out and lists it in ``info["episode"]["dropped_jobs"]``."""
+def fitting_jobs(specs: list, cluster, max_gpus: int) -> tuple[list, list]:
+    """(jobs that fit, jobs that do not). A mapped job asking for more than ``max_gpus`` GPUs (a count
+    redrawn by ``mapping.gpu_choices``; trace and generated counts above it are filtered before windowing) or
+    whose tasks together exceed the cluster (e.g. 16 CPU-heavy replicas on 128 cores) could never start and
+    would hold the episode open to its horizon, so the env leaves it out and lists it in
+    ``info["episode"]["dropped_jobs"]``."""
     from .core.catalogue_data import get_model
     from .core.dag import build_tasks
     from .core.resources import cluster_totals, gang_shortfall
@@ -212,7 +215,8 @@ def fitting_jobs(specs: list, cluster) -> tuple[list, list]:
     kept, dropped = [], []
     totals = cluster_totals(cluster)
     for sp in specs:
-        (kept if gang_shortfall(build_tasks(sp, get_model(sp.model)), cluster, totals) is None else dropped).append(sp)
+        fits = sp.n_gpus <= max_gpus and gang_shortfall(build_tasks(sp, get_model(sp.model)), cluster, totals) is None
+        (kept if fits else dropped).append(sp)
     return kept, dropped
 
 

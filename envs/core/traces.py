@@ -466,10 +466,7 @@ def window_offered_load(submit_time: Sequence[float] | np.ndarray, work: Sequenc
 
 def check_load(load: Any) -> float:
     """``load`` as a float, or ValueError naming it unless it is a finite number > 0."""
-    try:
-        x = float(load)
-    except (TypeError, ValueError):
-        x = math.nan
+    x = float(load) if isinstance(load, (int, float, np.integer, np.floating)) else math.nan
     if isinstance(load, bool) or not math.isfinite(x) or x <= 0:
         raise ValueError(f"load must be a finite number > 0, got {load!r}")
     return x
