@@ -1,7 +1,7 @@
 """How contended is each registered scenario? One row per scenario, measured on seeded held-out windows.
 
     .venv/bin/python -m clustergym.eval.scenarios [--seeds 3] [--seed0 10000] [--split test] [--policy fifo]
-        [--ids ID ...] [--scenarios SPEC ...] [--max-steps 200000] [--out scenarios.md]
+        [--ids ID ...] [--scenarios SPEC ...] [--max-steps N] [--out scenarios.md]
 
 For every registered id (:data:`clustergym.scenarios.SCENARIOS`, or ``--ids``; ``--scenarios`` adds
 ``[label=]env_id[:key=value,...]`` specs as in ``eval/compare.py``) it plays one episode per seed
@@ -12,10 +12,11 @@ windows:
   GPUs x reference run time (:func:`clustergym.core.mapping.reference_run_time`) over the cluster's GPUs x
   the arrival span (n mean inter-arrival gaps). For a generated workload the same measure of its window.
 - **peak demand / capacity**: the largest number of GPUs the jobs would hold at once if each ran from its
-  arrival for its reference run time (no queueing), over the cluster's GPUs: > 1 means the window cannot
-  run without queueing whatever the policy.
-- **queued**: the fraction of simulated time, from the first arrival to the end, with at least one task
-  waiting in the queue under the policy (the simulator's ``queued_fraction``).
+  arrival for its reference run time (no queueing), over the cluster's GPUs: above 1, jobs that run their
+  whole iteration budget must queue whatever the policy (a job that stops early needs less).
+- **time with queued tasks**: the fraction of simulated time, from the first arrival to the end, during
+  which some task had waited in the queue longer than one scheduling tick under the policy (the simulator's
+  ``queued_fraction``; one long job that runs alone for days lowers it).
 - the policy's **mean waiting** and **mean JCT** (hours) and the episode's **agent steps** and **wall
   time** (s, on this machine, with whatever else runs on it).
 
@@ -31,14 +32,15 @@ from typing import Sequence
 
 import numpy as np
 
+# (record key, column header with {p} = the policy, number format)
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("jobs", "jobs", "{:.0f}"),
     ("offered_load", "offered load", "{:.2f}"),
     ("peak_demand", "peak demand / capacity", "{:.2f}"),
-    ("queued_fraction", "time with queued tasks", "{:.2f}"),
-    ("mean_waiting_h", "mean waiting (h)", "{:.2f}"),
-    ("mean_jct_h", "mean JCT (h)", "{:.2f}"),
-    ("agent_steps", "agent steps", "{:,.0f}"),
+    ("queued_fraction", "time with queued tasks ({p})", "{:.2f}"),
+    ("mean_waiting_h", "{p} mean waiting (h)", "{:.2f}"),
+    ("mean_jct_h", "{p} mean JCT (h)", "{:.2f}"),
+    ("agent_steps", "{p} agent steps", "{:,.0f}"),
     ("wall_s", "wall (s)", "{:.1f}"),
 )
 
@@ -107,9 +109,7 @@ def _cell(values: list[float], fmt: str) -> str:
 
 
 def markdown(rows: list[tuple[str, list[dict]]], policy: str) -> str:
-    head = ["scenario"] + [c[1].replace("mean waiting", f"{policy} mean waiting").replace(
-        "mean JCT", f"{policy} mean JCT").replace("time with queued", f"time with queued ({policy})")
-        for c in COLUMNS] + ["truncated"]
+    head = ["scenario"] + [c[1].format(p=policy) for c in COLUMNS] + ["truncated"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, recs in rows:
         cells = [_cell([r[k] for r in recs], fmt) for k, _, fmt in COLUMNS]
@@ -142,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--policy", default="fifo", help="heuristic that plays the episodes (default fifo)")
     ap.add_argument("--ids", nargs="+", default=None, help="registered ids (default: every one)")
     ap.add_argument("--scenarios", nargs="+", default=None, metavar="SPEC", help="[label=]env_id[:key=value,...]")
-    ap.add_argument("--max-steps", type=int, default=200_000, help="agent-step cap per episode (default 200000)")
+    ap.add_argument("--max-steps", type=int, default=None, help="agent-step cap per episode (default: the scenario's)")
     ap.add_argument("--out", default="scenarios.md", help="Markdown file to write (default scenarios.md)")
     args = ap.parse_args(argv)
     if args.seeds < 1:
