@@ -127,7 +127,8 @@ class ClusterEnv(gym.Env):
 
     **Info** on reset and every step: ``action_mask`` (bool), ``objectives``, ``sim_time``, ``steps``,
     ``round_actions``; on reset also ``episode`` (window start, seeds, ``dropped_jobs``: ids of mapped jobs
-    left out because their tasks together exceed the cluster). **Seeding**: only ``reset(seed=...)``;
+    left out because they can never run on the cluster; with ``load`` also ``offered_load``,
+    ``trace_offered_load`` and ``arrival_scale``). **Seeding**: only ``reset(seed=...)``;
     the window, mapping seed and simulator seed are drawn from ``self.np_random``.
 
     **Rendering**: ``"ansi"`` (text: cluster, queue, window) and ``"rgb_array"`` (GPU occupancy over the

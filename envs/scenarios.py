@@ -186,8 +186,9 @@ def _trace_window(cfg, cluster, rng: np.random.Generator, info: dict):
     elif cfg.window_period is not None:
         period = float(cfg.window_period)
         n_periods = max(1, int((t[-1] - t[0]) // period))  # the part's complete periods (at least one)
-        start = float(t[0]) + period * int(rng.integers(0, n_periods))
-        info["window_period_index"] = int((start - t[0]) // period)
+        k = int(rng.integers(0, n_periods))
+        start = float(t[0]) + period * k
+        info["window_period_index"] = k
     else:
         idx = int(rng.integers(0, max(1, n - cfg.window_jobs + 1)))
         start = float(t[idx])
