@@ -23,6 +23,7 @@ id                                    configuration (any field can be overridden
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -234,13 +235,18 @@ def _compress(specs: list, load: float, cluster, mapping, info: dict) -> list:
     (:func:`clustergym.core.traces.window_offered_load`) is ``load``; each deadline keeps its distance from
     its job's submit time. Records the window's own load and the scale factor in ``info``."""
     import dataclasses
+    import warnings
 
     from .core.traces import compress_arrivals, window_offered_load
 
-    if len(specs) < 2:
-        raise ValueError(f"load={load}: the window has {len(specs)} job(s) that fit the cluster; setting its "
-                         "offered load needs at least two arrivals")
     t = np.array([sp.submit_time for sp in specs], dtype=float)
+    if len(specs) < 2 or t.min() == t.max():  # no inter-arrival time to scale: the jobs keep their times
+        why = (f"the window keeps {len(specs)} job(s) that fit the cluster" if len(specs) < 2 else
+               f"the window's {len(specs)} kept jobs all arrive at t = {t.min():g} s")
+        info.update(offered_load=math.inf if len(specs) >= 2 else math.nan, arrival_scale=1.0,
+                    load_not_applied=f"{why}: no inter-arrival time to scale, arrival times kept")
+        warnings.warn(f"load={load} not applied to this episode: {info['load_not_applied']}", stacklevel=2)
+        return specs
     work = job_work(specs, cluster, mapping)
     own = window_offered_load(t, work, cluster.n_gpus)
     new = compress_arrivals(t, work, cluster.n_gpus, load)

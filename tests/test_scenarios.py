@@ -141,6 +141,18 @@ def test_jobs_that_cannot_fit_are_left_out_counted_and_the_rest_compressed():
     assert ep4["dropped_jobs"] == [s.job_id for s in drawn if s.n_gpus > 4] and max(s.n_gpus for s in specs4) == 4
 
 
+def test_a_window_without_arrival_span_keeps_its_times_and_says_so():
+    # tiny-8 keeps 2 of this held-out window's 6 jobs (the others ask for 16 or 32 GPUs), both submitted at 354 s
+    kw = {"split": "test", "window_jobs": 6, "cluster": "tiny-8"}
+    with pytest.warns(UserWarning, match=r"load=1.5 not applied .* all arrive at t = 354 s"):
+        env, specs, ep = _specs(DEFAULT, 0, **kw)
+    _, own, _ = _specs(DEFAULT, 0, load=None, **kw)
+    assert [s.submit_time for s in specs] == [s.submit_time for s in own] == [354.0, 354.0]
+    assert ep["offered_load"] == math.inf and ep["arrival_scale"] == 1.0 and "354 s" in ep["load_not_applied"]
+    rec = characterise.characterise(DEFAULT, kw, [0], "fifo", None)[0]
+    assert rec["jobs"] == 2 and not rec["truncated"]
+
+
 @pytest.mark.timeout(300)
 def test_a_pathological_load_finishes():
     # x = 50: the window's arrivals nearly coincide; the episode still ends (terminated), and quickly
