@@ -28,6 +28,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# the fields holding dicts: a layer of configuration updates them key by key (EnvConfig.replace)
+_NESTED = ("sim", "mapping", "generator")
 _GENERATOR_KEYS = ("load", "arrival", "gpu_choices", "gpu_weights", "duration", "lognormal", "min_duration",
                    "max_duration", "diurnal_amplitude", "diurnal_period", "diurnal_phase")
 
@@ -64,12 +66,22 @@ class EnvConfig:
       ``workload``: ``"philly"`` (windows of the bundled Philly trace, or ``trace_path``) or ``"generator"``
       (:func:`clustergym.core.generator.generate_trace` with ``generator`` keyword arguments; ``load`` defaults to 1).
       ``window_jobs``: jobs per episode. ``window_start``: fix the window start (seconds into the chosen split
-      of the trace); None = drawn from ``self.np_random`` uniformly over job indices of the split.
+      of the trace); None = drawn from ``self.np_random``: uniformly over job indices of the split, or with
+      ``window_period`` (s) the first job of a period of that length drawn uniformly among the split's
+      complete periods (MLFS §4.1 "randomly selected one week": 604800).
+      ``load``: None = the trace's own arrival times; x > 0 = every inter-arrival time of the window is scaled
+      by one factor so that its offered load is x, offered load = sum over jobs of GPUs x reference run time
+      (:func:`clustergym.core.mapping.reference_run_time`) / (cluster GPUs x n mean inter-arrival gaps)
+      (:func:`clustergym.core.traces.window_offered_load`; the generator's ``load`` has the same meaning).
+      Deadlines keep their distance from their job's submit time. Trace workloads only (a generated one
+      takes ``generator.load``).
       ``split``: ``"train"`` or ``"test"``; the trace is cut by :func:`clustergym.core.traces.split_trace` at
       ``train_fraction`` of its jobs (MLFS trained MLF-RL on the first 50 %), so train and test windows are disjoint.
       ``max_job_gpus``: trace jobs asking for more GPUs are dropped before windowing (None = the cluster's
-      GPU count: larger jobs could never run). Mapped jobs whose tasks together need more CPU, memory or
-      GPU memory than the whole cluster are left out too; their ids are in ``info["episode"]["dropped_jobs"]``.
+      GPU count: larger jobs could never run). Mapped jobs above it (GPU counts redrawn by
+      ``mapping.gpu_choices``, which replace the trace's, so no trace job is dropped by its own count) and
+      jobs whose tasks together need more CPU, memory or GPU memory than the whole cluster are left out of
+      the episode; their ids are in ``info["episode"]["dropped_jobs"]``.
       ``mapping``: :class:`MappingConfig` fields; ``mapping_seed``: None = drawn from ``self.np_random`` per
       episode, an int = the same job mapping every episode.
     Simulator
@@ -109,6 +121,8 @@ class EnvConfig:
     trace_path: str | None = None
     window_jobs: int = 50
     window_start: float | None = None
+    window_period: float | None = None
+    load: float | None = None
     split: str = "train"
     train_fraction: float = 0.5
     max_job_gpus: int | None = None
@@ -118,10 +132,10 @@ class EnvConfig:
     sim: dict = field(default_factory=dict)
     reward_weights: tuple = field(default_factory=default_weights)
     time_scale: float = 3600.0
-    # 1 TB of cross-server traffic per job = 1: under MLF-H on the default training windows g3 and g1 are then of
-    # one size, so beta alone sets their balance as MLFS intends. Measured (2.82 TB per job, mean JCT 3.02 h):
+    # 1 TB of cross-server traffic per job = 1: under MLF-H on the light scenario's training windows g3 and g1 are
+    # then of one size, so beta alone sets their balance as MLFS intends. Measured (2.82 TB per job, mean JCT 3.02 h):
     #   .venv/bin/python -c "from clustergym.eval.rollout import evaluate; import numpy as np;
-    #   r = evaluate('mlf-h', 'clustergym/GPUCluster-v0', {}, range(100, 120));
+    #   r = evaluate('mlf-h', 'clustergym/GPUClusterLight-v0', {}, range(100, 120));
     #   print(np.mean([x['bandwidth_mb'] / x['jobs'] / 1e6 for x in r]), np.mean([x['mean_jct'] / 3600 for x in r]))"
     bytes_scale: float = 1.0e6
     invalid_action: str = "penalty"
@@ -178,6 +192,15 @@ class EnvConfig:
             raise ConfigError("train_fraction must be < 1 (the test split would be empty), got 1.0", "train_fraction")
         self.max_job_gpus = _integer("max_job_gpus", self.max_job_gpus, 1, none_ok=True)
         self.mapping_seed = _integer("mapping_seed", self.mapping_seed, 0, none_ok=True)
+        for name in ("load", "window_period"):
+            if getattr(self, name) is not None:
+                setattr(self, name, _number(name, getattr(self, name), lo=0.0, lo_open=True))
+        if self.load is not None and self.workload == "generator":
+            raise ConfigError("load sets the offered load of trace windows (workload='philly'); a generated "
+                              "workload takes generator.load", "load")
+        if self.load is not None and self.window_jobs < 2:
+            raise ConfigError(f"load needs window_jobs >= 2 (an offered load needs two arrivals), got "
+                              f"{self.window_jobs}", "load")
 
     def _check_reward(self) -> None:
         """MLFS Eq. 7's weights, the normalising scales and the invalid-action penalty: finite, each in its range."""
@@ -268,11 +291,7 @@ class EnvConfig:
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike) -> "EnvConfig":
-        import yaml
-
-        with open(path) as f:
-            d = yaml.safe_load(f) or {}
-        return cls.from_dict(d)
+        return cls.from_dict(_yaml_mapping(path))
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -280,24 +299,33 @@ class EnvConfig:
         return d
 
     def replace(self, **overrides: Any) -> "EnvConfig":
+        """A copy with ``overrides``; the nested dicts (``sim``, ``mapping``, ``generator``) are updated key by
+        key, so ``mapping={"ps_probability": 0}`` keeps the other mapping settings."""
         d = self.to_dict()
-        d.update(overrides)
+        for k, v in overrides.items():
+            d[k] = {**d[k], **v} if k in _NESTED and isinstance(v, Mapping) and isinstance(d.get(k), Mapping) else v
         return EnvConfig.from_dict(d)
 
     @classmethod
-    def build(cls, config: "EnvConfig | Mapping[str, Any] | str | os.PathLike | None" = None, **overrides: Any) -> "EnvConfig":
-        """``config`` (EnvConfig, dict, YAML path or None) with keyword ``overrides`` on top."""
+    def build(cls, config: "EnvConfig | Mapping[str, Any] | str | os.PathLike | None" = None,
+              base: Mapping[str, Any] | None = None, **overrides: Any) -> "EnvConfig":
+        """Layers, lowest first: the defaults, ``base`` (a registered scenario's fields), ``config`` (a dict or
+        YAML path: laid over ``base``; an EnvConfig: complete, replaces it) and keyword ``overrides``. Each
+        layer updates the nested dicts key by key (:meth:`replace`)."""
+        start = cls.from_dict(base) if base else cls()
         if config is None:
-            base = cls()
+            out = start
         elif isinstance(config, EnvConfig):
-            base = config
+            out = config
         elif isinstance(config, Mapping):
-            base = cls.from_dict(config)
+            out = start.replace(**config)
         elif isinstance(config, (str, os.PathLike)):
-            base = cls.from_yaml(config)
+            d = _yaml_mapping(config)
+            cls.from_dict(d)  # a file that is not a mapping of fields: named error
+            out = start.replace(**d)
         else:
             raise ConfigError(f"config must be an EnvConfig, a dict or a YAML path, got {type(config).__name__}")
-        return base.replace(**overrides) if overrides else base
+        return out.replace(**overrides) if overrides else out
 
 
 
@@ -318,3 +346,11 @@ def _integer(name: str, v: Any, lo: int, hi: float = math.inf, none_ok: bool = F
     if why:
         raise ConfigError(f"{name} {why}{' or None' if none_ok else ''} (got {v!r})", name)
     return int(v)
+
+
+def _yaml_mapping(path: str | os.PathLike) -> Any:
+    """The YAML file's top-level value (an empty file: an empty dict); :meth:`EnvConfig.from_dict` checks it."""
+    import yaml
+
+    with open(path) as f:
+        return yaml.safe_load(f) or {}

@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from .config import EmptyEpisodeError, EnvConfig
+from .config import ConfigError, EmptyEpisodeError, EnvConfig
 from .core.commands import Command, execute
 from .core.engine import SimConfig, Simulator
 from .core.job import JobState
@@ -128,7 +128,8 @@ class ClusterEnv(gym.Env):
 
     **Info** on reset and every step: ``action_mask`` (bool), ``objectives``, ``sim_time``, ``steps``,
     ``round_actions``; on reset also ``episode`` (window start, seeds, ``dropped_jobs``: ids of mapped jobs
-    left out because their tasks together exceed the cluster). **Seeding**: only ``reset(seed=...)``;
+    left out because they can never run on the cluster; with ``load`` also ``offered_load``,
+    ``trace_offered_load`` and ``arrival_scale``). **Seeding**: only ``reset(seed=...)``;
     the window, mapping seed and simulator seed are drawn from ``self.np_random``.
 
     **Rendering**: ``"ansi"`` (text: cluster, queue, window) and ``"rgb_array"`` (GPU occupancy over the
@@ -143,15 +144,21 @@ class ClusterEnv(gym.Env):
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(self, config: EnvConfig | dict | str | None = None, render_mode: str | None = None, *,
-                 cluster_spec=None, job_specs: Sequence | Callable[[np.random.Generator], Sequence] | None = None,
+                 scenario: str | None = None, cluster_spec=None,
+                 job_specs: Sequence | Callable[[np.random.Generator], Sequence] | None = None,
                  models: Callable | None = None, model_names: Sequence[str] | None = None, **fields: Any):
-        self.config = cfg = EnvConfig.build(config, **fields)
+        from . import scenarios
+
+        # a registered id passes its name as `scenario`: its fields lie under `config` and the keywords
+        base = scenarios.scenario_fields(scenario) if scenario is not None else None
+        self.config = cfg = EnvConfig.build(config, base=base, **fields)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.render_mode = render_mode
-        from . import scenarios
-
         self._cluster = cluster_spec if cluster_spec is not None else scenarios.cluster_spec(cfg)
+        if job_specs is not None and cfg.load is not None:
+            raise ConfigError("load scales the arrivals of the env's own trace windows; job_specs= are used as "
+                              "given (scale their submit times before passing them)")
         self._job_specs = job_specs
         self._models = models
         if model_names is None:

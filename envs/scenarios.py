@@ -1,25 +1,69 @@
 """Named scenarios (registered Gymnasium ids) and the episode workload source.
 
-=================================  ====================================================================
-id                                 configuration (any field can be overridden in ``gymnasium.make``)
-=================================  ====================================================================
-``clustergym/GPUCluster-v0``       defaults: mlfs-80 (20 x 4 V100), 50-job windows of the Philly trace
-``clustergym/MLFS80-Philly-v0``    the same, spelled out (MLFS §4.1 80-GPU testbed on Philly)
-``clustergym/Hetero-v0``           hetero-16 (4 servers: V100/P100/K80/T4), 40 generated jobs at load 1
-``clustergym/Hare160-Philly-v0``   hare-160 (Hare's 40-server heterogeneous cluster), 100 Philly jobs, K=40
-``clustergym/MLFS2474-v0``         mlfs-2474 (Philly's 550 servers), 1000 Philly jobs, W=32, K=32
-=================================  ====================================================================
+Every id runs on windows of the bundled Philly trace unless it says "generated"; ``docs/workloads.md`` has
+each one's measured offered load, peak demand and queueing (``python -m clustergym.eval.scenarios``).
+
+====================================  ===================================================================
+id                                    configuration (any field can be overridden in ``gymnasium.make``)
+====================================  ===================================================================
+``clustergym/GPUCluster-v0``          the contended default: mlfs-80 (20 x 4 V100), 100-job windows, GPU
+                                      counts redrawn from MLFS's {1, ..., 32}, arrivals scaled to offered load
+                                      1.5 (:data:`CONTENDED_DEFAULT`)
+``clustergym/GPUClusterLight-v0``     the EnvConfig defaults: mlfs-80, 50-job windows with the trace's GPU
+                                      counts and arrival times (hardly ever queues)
+``clustergym/MLFS80-Philly-v0``       the light scenario spelled out (mlfs-80, Philly, 50-job windows)
+``clustergym/MLFS80-x{x}-v0``         MLFS §4.1's setting, x in 0.25, 0.5, 1, 2, 3 (:func:`mlfs_config`):
+                                      620·x jobs from the start of a randomly drawn week, MLFS's GPU counts
+                                      and five algorithms, the trace's arrival times
+``clustergym/Hetero-v0``              hetero-16 (4 servers: V100/P100/K80/T4), 40 generated jobs at load 1
+``clustergym/Hare160-Philly-v0``      hare-160 (Hare's 40-server heterogeneous cluster), 100 Philly jobs, K=40
+``clustergym/MLFS2474-v0``            mlfs-2474 (Philly's 550 servers), 1000 Philly jobs, W=32, K=32
+====================================  ===================================================================
 """
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
 
+from .core.workload import MLFS_GPU_CHOICES, MLFS_MODEL_WEIGHTS
+
+WEEK_S = 7 * 86400.0
+# The default scenario: contended (measured in docs/workloads.md). Philly's own GPU counts (93 % single-GPU
+# jobs) leave 80 GPUs idle at any offered load up to 3 on 60-150-job windows; MLFS's counts make them queue.
+CONTENDED_DEFAULT: dict[str, Any] = {"window_jobs": 100, "load": 1.5,
+                                     "mapping": {"gpu_choices": list(MLFS_GPU_CHOICES)}}
+# MLFS §4.1 ran 620·x jobs on its 80 GPUs for these x.
+MLFS_X: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 3.0)
+
+
+def mlfs_config(x: float) -> dict[str, Any]:
+    """MLFS §4.1's experimental setting for x (EnvConfig fields): ``mlfs-80``, ``round(620 x)`` consecutive
+    Philly jobs from the first job of a week drawn uniformly among the split's complete weeks, each job's GPU
+    count drawn uniformly from {1, 2, 4, 8, 16, 32} (its model partitions set from it by the mapping's
+    ``partitioning="max"`` rule), one of MLFS's five algorithms each, the trace's arrival times and durations
+    (``load`` None), deadlines ``max(1.1 t_e, t_r)`` (the mapping's default)."""
+    if not x > 0:
+        raise ValueError(f"x must be > 0, got {x!r}")
+    n = max(1, int(round(620 * x)))
+    # FIFO takes about 30 agent steps per job on these windows (55,847 for 1,860 jobs): room for 100
+    return {"cluster": "mlfs-80", "workload": "philly", "window_jobs": n, "window_period": WEEK_S,
+            "max_steps": max(50_000, 100 * n),
+            "mapping": {"gpu_choices": list(MLFS_GPU_CHOICES), "model_weights": dict(MLFS_MODEL_WEIGHTS)}}
+
+
+def mlfs_id(x: float) -> str:
+    """The registered id of :func:`mlfs_config` (x of :data:`MLFS_X`): ``clustergym/MLFS80-x{x:g}-v0``."""
+    return f"clustergym/MLFS80-x{x:g}-v0"
+
+
 SCENARIOS: dict[str, dict[str, Any]] = {
-    "clustergym/GPUCluster-v0": {},
+    "clustergym/GPUCluster-v0": CONTENDED_DEFAULT,
+    "clustergym/GPUClusterLight-v0": {},
     "clustergym/MLFS80-Philly-v0": {"cluster": "mlfs-80", "workload": "philly", "window_jobs": 50},
+    **{mlfs_id(x): mlfs_config(x) for x in MLFS_X},
     "clustergym/Hetero-v0": {"cluster": "hetero-16", "workload": "generator", "window_jobs": 40,
                              "n_destinations": 20, "generator": {"load": 1.0}},
     "clustergym/Hare160-Philly-v0": {"cluster": "hare-160", "workload": "philly", "window_jobs": 100,
@@ -29,14 +73,24 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 
 
+def scenario_fields(env_id: str) -> dict[str, Any]:
+    """A copy of the EnvConfig fields of a registered scenario (its nested dicts copied too)."""
+    if env_id not in SCENARIOS:
+        raise ValueError(f"unknown scenario {env_id!r}; registered: {list(SCENARIOS)}")
+    return {k: (dict(v) if isinstance(v, dict) else v) for k, v in SCENARIOS[env_id].items()}
+
+
 def register_all() -> None:
+    """Register every id of :data:`SCENARIOS`. The env gets the id as ``scenario``, so its fields are the layer
+    under ``config=`` and keyword fields (:meth:`clustergym.config.EnvConfig.build`): a keyword such as
+    ``mapping={"ps_probability": 0}`` changes that one key and keeps the scenario's other mapping settings."""
     import gymnasium as gym
 
-    for env_id, kwargs in SCENARIOS.items():
+    for env_id in SCENARIOS:
         if env_id in gym.registry:
             continue
         gym.register(id=env_id, entry_point="clustergym.gym_env:ClusterEnv", max_episode_steps=None,
-                     kwargs=dict(kwargs), disable_env_checker=False)
+                     kwargs={"scenario": env_id}, disable_env_checker=False)
 
 
 def make_env(env_id: str, config: dict | None = None, **overrides: Any):
@@ -58,15 +112,16 @@ def _philly(path: str | None):
 
 
 @functools.lru_cache(maxsize=16)
-def trace_part(path: str | None, max_gpus: int, split: str, train_fraction: float):
+def trace_part(path: str | None, max_gpus: int | None, split: str, train_fraction: float):
     """The (train or held-out) part of the trace, jobs above ``max_gpus`` GPUs dropped (before splitting,
-    so the split point does not depend on the cluster)."""
+    so the split point does not depend on the cluster; None = no job dropped)."""
     from .core.traces import split_trace
 
     df = _philly(path)
     train, test = split_trace(df, train_fraction)
     part = train if split == "train" else test
-    part = part[part["n_gpus"] <= max_gpus]
+    if max_gpus is not None:
+        part = part[part["n_gpus"] <= max_gpus]
     return part.reset_index(drop=True)
 
 
@@ -79,7 +134,8 @@ def cluster_spec(cfg):
 
 
 def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
-    """Job specs of one episode and a description (window start, seeds). All randomness from ``rng``."""
+    """Job specs of one episode and a description (window start, seeds, jobs left out, arrival scaling).
+    All randomness from ``rng``."""
     from .core.mapping import MappingConfig, to_job_specs
 
     mcfg = MappingConfig(**cfg.mapping) if cfg.mapping else None
@@ -87,48 +143,79 @@ def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
     map_seed = int(cfg.mapping_seed) if cfg.mapping_seed is not None else draw_map
     info: dict[str, Any] = {"mapping_seed": map_seed, "clock_offset": 0.0}
     if cfg.workload == "generator":
-        from .core.generator import generate_trace
-
-        gen_seed = int(rng.integers(2**62))
-        kw = dict(cfg.generator)
-        load = kw.pop("load", 1.0)
-        arrival = kw.pop("arrival", "poisson")
-        df = generate_trace(cfg.window_jobs, gen_seed, cluster.n_gpus, load, arrival, **kw)
-        if cfg.max_job_gpus is not None or (df["n_gpus"] > cluster.n_gpus).any():
-            df = df[df["n_gpus"] <= (cfg.max_job_gpus or cluster.n_gpus)].reset_index(drop=True)
-        info.update(generator_seed=gen_seed, window_start=0.0)
+        df = _generated_window(cfg, cluster, rng, info)
     else:
-        from .core.traces import window
+        df = _trace_window(cfg, cluster, rng, info)
+    cap = int(cfg.max_job_gpus or cluster.n_gpus)
+    kept, dropped = fitting_jobs(to_job_specs(df, map_seed, mcfg, cluster), cluster, cap)
+    info["dropped_jobs"] = [sp.job_id for sp in dropped]
+    if cfg.load is not None:
+        kept = _compress(kept, float(cfg.load), cluster, mcfg, info)
+    return kept, info
 
-        max_gpus = cfg.max_job_gpus or cluster.n_gpus
-        part = trace_part(cfg.trace_path, int(max_gpus), cfg.split, float(cfg.train_fraction))
-        n = len(part)
-        if n == 0:
-            if not cfg.allow_empty_episode:
-                from .config import EmptyEpisodeError
 
-                raise EmptyEpisodeError(f"the {cfg.split} part of the trace has no job of at most {max_gpus} GPUs "
-                                        f"(max_job_gpus, or the GPU count of cluster {cluster.name!r})", "max_job_gpus")
-            return [], {**info, "window_start": 0.0, "dropped_jobs": []}
-        t = part["submit_time"].to_numpy()
-        if cfg.window_start is not None:
-            start = float(cfg.window_start)
-            if cfg.split == "test":
-                start += float(t[0])  # window_start is relative to the start of the chosen part
-        else:
-            idx = int(rng.integers(0, max(1, n - cfg.window_jobs + 1)))
-            start = float(t[idx])
-        df = window(part, start, n_jobs=cfg.window_jobs)
-        t0 = part.attrs.get("t0")
-        if t0 is not None:
-            try:
-                info["clock_offset"] = float(t0.hour * 3600 + t0.minute * 60 + t0.second) + start
-            except AttributeError:
-                pass
-        info["window_start"] = start
-    specs = to_job_specs(df, map_seed, mcfg, cluster)
-    # a mapped job whose tasks can never hold slots together (e.g. 16 CPU-heavy replicas on 128 cores) could
-    # never start and would hold the episode open: leave it out, and say so in the info
+def _generated_window(cfg, cluster, rng: np.random.Generator, info: dict):
+    from .core.generator import generate_trace
+
+    gen_seed = int(rng.integers(2**62))
+    kw = dict(cfg.generator)
+    load = kw.pop("load", 1.0)
+    arrival = kw.pop("arrival", "poisson")
+    df = generate_trace(cfg.window_jobs, gen_seed, cluster.n_gpus, load, arrival, **kw)
+    if cfg.max_job_gpus is not None or (df["n_gpus"] > cluster.n_gpus).any():
+        df = df[df["n_gpus"] <= (cfg.max_job_gpus or cluster.n_gpus)].reset_index(drop=True)
+    info.update(generator_seed=gen_seed, window_start=0.0)
+    return df
+
+
+def _trace_window(cfg, cluster, rng: np.random.Generator, info: dict):
+    """``window_jobs`` consecutive jobs of the chosen part of the trace, from ``window_start``, else from a job
+    drawn uniformly (``window_period`` None) or from the first job of a period drawn uniformly."""
+    from .core.traces import window
+
+    # with mapping.gpu_choices the trace's GPU counts are replaced, so they filter no job
+    max_gpus = None if cfg.mapping.get("gpu_choices") is not None else int(cfg.max_job_gpus or cluster.n_gpus)
+    part = trace_part(cfg.trace_path, max_gpus, cfg.split, float(cfg.train_fraction))
+    n = len(part)
+    if n == 0:
+        if not cfg.allow_empty_episode:
+            from .config import EmptyEpisodeError
+
+            raise EmptyEpisodeError(f"the {cfg.split} part of the trace has no job of at most {max_gpus} GPUs "
+                                    f"(max_job_gpus, or the GPU count of cluster {cluster.name!r})", "max_job_gpus")
+        info["window_start"] = 0.0
+        return part
+    t = part["submit_time"].to_numpy()
+    if cfg.window_start is not None:
+        start = float(cfg.window_start)
+        if cfg.split == "test":
+            start += float(t[0])  # window_start is relative to the start of the chosen part
+    elif cfg.window_period is not None:
+        period = float(cfg.window_period)
+        n_periods = max(1, int((t[-1] - t[0]) // period))  # the part's complete periods (at least one)
+        k = int(rng.integers(0, n_periods))
+        start = float(t[0]) + period * k
+        info["window_period_index"] = k
+    else:
+        idx = int(rng.integers(0, max(1, n - cfg.window_jobs + 1)))
+        start = float(t[idx])
+    df = window(part, start, n_jobs=cfg.window_jobs)
+    t0 = part.attrs.get("t0")
+    if t0 is not None:
+        try:
+            info["clock_offset"] = float(t0.hour * 3600 + t0.minute * 60 + t0.second) + start
+        except AttributeError:
+            pass
+    info["window_start"] = start
+    return df
+
+
+def fitting_jobs(specs: list, cluster, max_gpus: int) -> tuple[list, list]:
+    """(jobs that fit, jobs that do not). A mapped job asking for more than ``max_gpus`` GPUs (a count
+    redrawn by ``mapping.gpu_choices``; trace and generated counts above it are filtered before windowing) or
+    whose tasks together exceed the cluster (e.g. 16 CPU-heavy replicas on 128 cores, or no packing of them onto the idle cluster) could never start and
+    would hold the episode open to its horizon, so the env leaves it out and lists it in
+    ``info["episode"]["dropped_jobs"]``."""
     from .core.catalogue_data import get_model
     from .core.dag import build_tasks
     from .core.resources import cluster_totals, never_runs
@@ -136,9 +223,42 @@ def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
     kept, dropped = [], []
     totals = cluster_totals(cluster)
     for sp in specs:
-        (kept if never_runs(build_tasks(sp, get_model(sp.model)), cluster, totals) is None else dropped).append(sp)
-    info["dropped_jobs"] = [sp.job_id for sp in dropped]
-    return kept, info
+        fits = sp.n_gpus <= max_gpus and never_runs(build_tasks(sp, get_model(sp.model)), cluster, totals) is None
+        (kept if fits else dropped).append(sp)
+    return kept, dropped
+
+
+def job_work(specs: list, cluster, mapping=None) -> np.ndarray:
+    """GPU-seconds each job offers: its GPUs x its reference run time
+    (:func:`clustergym.core.mapping.reference_run_time` with the episode's mapping and cluster)."""
+    from .core.mapping import reference_run_time
+
+    return np.array([sp.n_gpus * reference_run_time(sp, mapping, cluster) for sp in specs], dtype=float)
+
+
+def _compress(specs: list, load: float, cluster, mapping, info: dict) -> list:
+    """The episode's jobs with their inter-arrival times scaled so the window's offered load
+    (:func:`clustergym.core.traces.window_offered_load`) is ``load``; each deadline keeps its distance from
+    its job's submit time. Records the window's own load and the scale factor in ``info``."""
+    import dataclasses
+    import warnings
+
+    from .core.traces import compress_arrivals, window_offered_load
+
+    t = np.array([sp.submit_time for sp in specs], dtype=float)
+    if len(specs) < 2 or t.min() == t.max():  # no inter-arrival time to scale: the jobs keep their times
+        why = (f"the window keeps {len(specs)} job(s) that fit the cluster" if len(specs) < 2 else
+               f"the window's {len(specs)} kept jobs all arrive at t = {t.min():g} s")
+        info.update(offered_load=math.inf if len(specs) >= 2 else math.nan, arrival_scale=1.0,
+                    load_not_applied=f"{why}: no inter-arrival time to scale, arrival times kept")
+        warnings.warn(f"load={load} not applied to this episode: {info['load_not_applied']}", stacklevel=2)
+        return specs
+    work = job_work(specs, cluster, mapping)
+    own = window_offered_load(t, work, cluster.n_gpus)
+    new = compress_arrivals(t, work, cluster.n_gpus, load)
+    info.update(trace_offered_load=own, arrival_scale=own / load, offered_load=window_offered_load(new, work, cluster.n_gpus))
+    return [dataclasses.replace(sp, submit_time=float(s), deadline=float(s) + (sp.deadline - sp.submit_time))
+            for sp, s in zip(specs, new)]
 
 
 def empty_episode_reason(cfg, info: dict) -> tuple[str, str]:

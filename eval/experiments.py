@@ -81,6 +81,9 @@ def _agree_range(m: float, lo: float, hi: float, paper_lo: float, paper_hi: floa
 
 # --------------------------------------------------------------------------- mlfs-overall
 
+# The recorded reproductions (REPRODUCTION.md) ran on Philly windows with the trace's own GPU counts and arrival
+# times: the light scenario.
+LIGHT = "clustergym/GPUClusterLight-v0"
 MLFS_SET = ("mlf-h", "mlfs-h+c", "graphene", "tiresias", "hypersched", "gandiva", "fair", "slaq")
 # MLFS's reported mean-JCT order; "≈" groups are unordered among themselves.
 MLFS_JCT_ORDER = (("mlf-h",), ("graphene",), ("tiresias", "hypersched", "gandiva"), ("fair",), ("slaq",))
@@ -88,7 +91,7 @@ MLFS_JCT_ORDER = (("mlf-h",), ("graphene",), ("tiresias", "hypersched", "gandiva
 
 def _mlfs80_runs(policies, base_jobs: int, loads, seeds) -> list:
     """Runs of ``policies`` on held-out Philly windows of mlfs-80 with base_jobs·x jobs per load factor x."""
-    sc = expand_loads([parse_scenario(f"mlfs80=clustergym/GPUCluster-v0:window_jobs={base_jobs},split=test")],
+    sc = expand_loads([parse_scenario(f"mlfs80={LIGHT}:window_jobs={base_jobs},split=test")],
                       loads, "jobs")
     return make_runs([parse_policy(p) for p in policies], sc, seeds)
 
@@ -100,7 +103,7 @@ def mlfs_overall(out: Path, quick: bool = False, seeds=None) -> dict:
     loads = (0.5, 1.0, 2.0) if quick else (0.25, 0.5, 1.0, 2.0, 3.0)
     seeds = seeds or ([0] if quick else [0, 1, 2])
     runs = _mlfs80_runs(MLFS_SET, base_jobs, loads, seeds)
-    notes = (f"MLFS comparison set on `clustergym/GPUCluster-v0` (mlfs-80: 20 x 4 V100; held-out Philly windows, "
+    notes = (f"MLFS comparison set on `{LIGHT}` (mlfs-80: 20 x 4 V100; held-out Philly windows, "
              f"split=test). Load factor x scales the window: {base_jobs}·x jobs per episode (x = "
              f"{', '.join(f'{x:g}' for x in loads)}). Seeds {seeds} (seed = window + job mapping + simulator "
              f"noise; the same seed gives every policy the same workload). Reference: mlf-h.")
@@ -236,7 +239,7 @@ def hare_hetero(out: Path, quick: bool = False, seeds=None) -> dict:
     for name, spec in hare_clusters().items():
         path = (cdir / f"{name}.yaml").resolve()
         save_cluster(spec, path)
-        scen.append({"label": name, "env_id": "clustergym/GPUCluster-v0",
+        scen.append({"label": name, "env_id": LIGHT,
                      "kwargs": {"cluster_file": str(path), "window_jobs": jobs, "split": "test"}})
     scen = expand_loads(scen, None)
     pols = [parse_policy(p) for p in ("hlas", "tiresias", "fifo")]

@@ -107,8 +107,8 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "episode_return", "mean_jct", "mean_jct_censored", "p50_jct", "p99_jct", "makespan", "deadline_ratio",
     "mean_accuracy", "accuracy_ratio", "bandwidth_mb", "mean_waiting", "overload_occurrences",
     "overload_server_hours", "migrations", "preemptions", "gang_releases", "finished", "stopped", "unfinished",
-    "not_submitted", "jobs", "decisions", "events", "sim_time", "decision_mean_us", "decision_p99_us",
-    "agent_steps", "wall_s")
+    "not_submitted", "queued_fraction", "jobs", "decisions", "events", "sim_time", "decision_mean_us",
+    "decision_p99_us", "agent_steps", "wall_s")
 
 # The columns of the results tables (training's final table, a sweep's summary.md), in display order.
 TABLE_METRICS: tuple[str, ...] = (

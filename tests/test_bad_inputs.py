@@ -41,7 +41,7 @@ def step_with(action, mode):
 
 
 def episode(**kw):
-    return lambda tmp: make_env("clustergym/GPUCluster-v0", **kw).reset(seed=0)
+    return lambda tmp: make_env("clustergym/GPUClusterLight-v0", **kw).reset(seed=0)
 
 
 def cluster_file(text, name="c.yaml"):

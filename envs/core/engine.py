@@ -392,7 +392,11 @@ class Simulator:
 
     def _advance_clock(self, t: float) -> None:
         if t > self.now:
-            self.metrics.on_clock(t - self.now, len(self.active_jobs), self.resources.n_overloaded)
+            queued_dt = 0.0
+            if self.queue:  # the first queue entry is the longest waiting: it passes one tick of waiting at `late`
+                late = next(iter(self.queue.values())).queued_since + self.config.tick_s
+                queued_dt = t - max(self.now, late) if t > late else 0.0
+            self.metrics.on_clock(t - self.now, len(self.active_jobs), self.resources.n_overloaded, queued_dt)
             self.now = t
 
     def _handle(self, kind: int, job: Job, token: int) -> None:

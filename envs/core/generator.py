@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 
 from .mapping import MappingConfig, to_job_specs
-from .workload import JobSpec
+from .workload import MLFS_GPU_CHOICES, JobSpec
 
-GPU_CHOICES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+GPU_CHOICES: tuple[int, ...] = MLFS_GPU_CHOICES
 # Frequencies of these sizes in the bundled Philly trace (jobs of 12/24/64/128 GPUs left out).
 PHILLY_GPU_WEIGHTS: dict[int, float] = {1: 76627, 2: 1818, 4: 1870, 8: 1643, 16: 199, 32: 67}
 # MLE log-normal fit of the bundled Philly durations (s); recomputed and checked by the tests.
@@ -155,9 +155,15 @@ def generate_trace(n_jobs: int, seed: int, cluster_gpus: int, load: float = 1.0,
 
 
 def offered_load(df: pd.DataFrame, cluster_gpus: int, horizon: float | None = None) -> float:
-    """Measured offered load: sum(n_gpus x duration) / (horizon x cluster_gpus), horizon = last submit."""
-    horizon = float(df["submit_time"].max()) if horizon is None else horizon
-    return float((df["n_gpus"] * df["duration"]).sum()) / (horizon * cluster_gpus)
+    """Measured offered load: sum(n_gpus x duration) / (horizon x cluster_gpus); horizon None = the trace's
+    arrival span (:func:`clustergym.core.traces.window_offered_load`, the definition trace windows' ``load``
+    uses)."""
+    work = (df["n_gpus"] * df["duration"]).to_numpy(dtype=float)
+    if horizon is None:
+        from .traces import window_offered_load
+
+        return window_offered_load(df["submit_time"].to_numpy(), work, cluster_gpus)
+    return float(work.sum()) / (horizon * cluster_gpus)
 
 
 def generate(n_jobs: int, seed: int, cluster_gpus: int, load: float = 1.0, arrival: str = "poisson",

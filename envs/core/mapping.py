@@ -13,6 +13,9 @@ and kept the trace's iteration count. We do the same with the catalogue and the 
   <= the model's ``max_partitions`` (and ``config.max_partitions``), 1 for ``parallelism == "none"``;
   n_replicas = n_gpus / n_partitions, so n_partitions x n_replicas == n_gpus always. ``"random"`` draws
   the partition count uniformly among those admissible divisors; ``"data"`` uses 1 partition.
+- **GPU count**: the trace's, or with ``gpu_choices`` (e.g. :data:`MLFS_GPU_CHOICES`) a uniform draw from
+  those counts per job, as MLFS §4.1 did ("randomly selected from {1, 2, 4, 8, 16, 32}"); the job keeps its
+  trace duration, so its iteration budget is the trace's run time on the redrawn GPUs.
 - **sync**: parameter server with probability ``ps_probability``, else all-reduce.
 - **iterations**: ``max_iterations = max(1, round(duration / t_it))`` where ``t_it`` is
   :func:`clustergym.core.dag.reference_iteration_time` on dedicated ``reference_gpu`` GPUs (default V100, the
@@ -55,7 +58,7 @@ import pandas as pd
 
 from .config import number_error
 from .trace_schema import source_row
-from .workload import SLO_CLASSES, STOP_OPTIONS, JobSpec
+from .workload import MLFS_GPU_CHOICES, MLFS_MODEL_WEIGHTS, SLO_CLASSES, STOP_OPTIONS, JobSpec  # noqa: F401
 
 # Source-trace model names -> catalogue model names (resolved loosely, see _norm).
 MODEL_ALIASES: dict[str, str] = {
@@ -66,8 +69,6 @@ MODEL_ALIASES: dict[str, str] = {
     "lm": "LSTM", "resnet": "ResNet-50",
 }
 
-# The five algorithms MLFS §4.1 ran: AlexNet, ResNet, MLP, LSTM, SVM.
-MLFS_MODEL_WEIGHTS: dict[str, float] = {"AlexNet": 1.0, "ResNet-50": 1.0, "MLP": 1.0, "LSTM": 1.0, "SVM": 1.0}
 # An even UniSched MIX2-style mix (UniSched gives no proportions).
 UNISCHED_MIX2: dict[str, float] = {"best-effort": 1.0, "soft": 1.0, "strict": 1.0}
 
@@ -96,6 +97,8 @@ class MappingConfig:
     data_size_mb: tuple[float, float] = (100.0, 1000.0)
     comm_mb: tuple[float, float] = (50.0, 100.0)
     use_trace_fields: bool = True           # deadline / urgency / accuracy_requirement from the trace
+    # MLFS §4.1 GPU counts: None = the trace's; a tuple = each job's count redrawn uniformly from it (see redraw_gpus)
+    gpu_choices: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         # aliases given extend the default table (and win over it): a trace's own names need not restate it
@@ -119,6 +122,12 @@ class MappingConfig:
             v = getattr(self, name)
             if v is not None and not v > 0:
                 raise ValueError(f"{name} must be > 0 (got {v!r})")
+        if self.gpu_choices is not None:
+            choices = tuple(self.gpu_choices) if isinstance(self.gpu_choices, (list, tuple)) else ()
+            if not choices or not all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c >= 1
+                                      for c in choices):
+                raise ValueError(f"gpu_choices must be None or a non-empty list of GPU counts >= 1 (got {self.gpu_choices!r})")
+            object.__setattr__(self, "gpu_choices", tuple(int(c) for c in choices))
         self._check_ranges()
 
     def _check_ranges(self) -> None:
@@ -270,19 +279,51 @@ def _given(column: np.ndarray | None, i: int, otherwise: Callable[[], Any]) -> A
     return otherwise()
 
 
+# ------------------------------------------------------------ MLFS §4.1 GPU counts (option gpu_choices)
+
+def redraw_gpus(rng: np.random.Generator, n: int, choices: Sequence[int]) -> np.ndarray:
+    """``n`` GPU counts drawn uniformly from ``choices`` (MLFS §4.1: "The number of GPUs needed by each ML job
+    was randomly selected from {1, 2, 4, 8, 16, 32}"). :func:`to_job_specs` draws them from its generator
+    after every other field, so setting ``gpu_choices`` changes no other draw of the mapping."""
+    pool = np.asarray(tuple(choices), dtype=np.int64)
+    return pool[rng.integers(0, len(pool), n)]
+
+
+# ----------------------------------------------------------------------------- reference hardware
+
+def _reference_hardware(cfg: MappingConfig, cluster: Any) -> tuple[int, float, float]:
+    """(GPUs per server, NIC Gbit/s, intra-server Gbit/s) of t_it: the config's fields, else the cluster's
+    :func:`reference_server`, else :data:`DEFAULT_REFERENCE_SERVER`."""
+    base = reference_server(cluster) if cluster is not None else DEFAULT_REFERENCE_SERVER
+    gps, nic, intra = (base[i] if v is None else v
+                       for i, v in enumerate((cfg.gpus_per_server, cfg.nic_gbps, cfg.intra_gbps)))
+    return int(gps), float(nic), float(intra)
+
+
+def reference_run_time(spec: JobSpec, config: MappingConfig | None = None, cluster: Any = None) -> float:
+    """t_e of a job: ``max_iterations`` x its iteration time on the reference hardware, i.e. how long it runs
+    alone on dedicated ``reference_gpu`` GPUs packed onto reference servers. For a job :func:`to_job_specs`
+    mapped with the same ``config`` and ``cluster`` it is the t_e of its deadline ``max(1.1 t_e, t_r)``."""
+    cfg = config or MappingConfig()
+    _, get_model = _catalogue()
+    t_it = _reference_iteration_time()(get_model(spec.model), spec.n_partitions, spec.n_replicas, spec.sync,
+                                       cfg.reference_gpu, spec.comm_ps_mb, spec.comm_worker_mb,
+                                       *_reference_hardware(cfg, cluster))
+    return spec.max_iterations * float(t_it)
+
+
 def to_job_specs(df: pd.DataFrame, seed: int, config: MappingConfig | None = None,
                  cluster: Any = None) -> list[JobSpec]:
     """Map a canonical trace (see :mod:`clustergym.core.traces`) to job specs. Deterministic in ``seed``.
     ``cluster`` (a :class:`~clustergym.core.hardware.ClusterSpec`) supplies the reference server for the
     fields ``config`` leaves as None."""
     cfg = config or MappingConfig()
-    base = reference_server(cluster) if cluster is not None else DEFAULT_REFERENCE_SERVER
-    ref_server = tuple(base[i] if v is None else v
-                       for i, v in enumerate((cfg.gpus_per_server, cfg.nic_gbps, cfg.intra_gbps)))
+    ref_server = _reference_hardware(cfg, cluster)
     names, get_model = _catalogue()
     ref_time = _reference_iteration_time()
     n = len(df)
-    d = _draws(np.random.Generator(np.random.PCG64(seed)), n, cfg)
+    rng = np.random.Generator(np.random.PCG64(seed))
+    d = _draws(rng, n, cfg)
     sampled = _sample_models(cfg, names, d["model"])
 
     trace_model = _col(df, "model") if cfg.keep_trace_model else None
@@ -290,7 +331,7 @@ def to_job_specs(df: pd.DataFrame, seed: int, config: MappingConfig | None = Non
                                             for c in ("deadline", "urgency", "accuracy_requirement"))
     job_ids = df["job_id"].to_numpy()
     submit = df["submit_time"].to_numpy(dtype=float)
-    gpus = df["n_gpus"].to_numpy()
+    gpus = df["n_gpus"].to_numpy() if cfg.gpu_choices is None else redraw_gpus(rng, n, cfg.gpu_choices)
     dur = df["duration"].to_numpy(dtype=float)
     source = Path(str(df.attrs.get("source", ""))).name if df.attrs.get("source") else ""  # file name: machine-independent
 

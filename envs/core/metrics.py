@@ -28,6 +28,7 @@ class Metrics:
         self.overload_occurrences = 0
         self.overload_server_seconds = 0.0
         self.jobs_in_system_integral = 0.0  # integral of the number of submitted, unfinished jobs (= sum of JCTs)
+        self.queued_seconds = 0.0  # time during which some task had waited in the queue longer than one tick
         self.jobs_ended = 0
         self.deadlines_met = 0
         self.accuracy_met = 0
@@ -51,10 +52,12 @@ class Metrics:
                 pairs[key] = pairs.get(key, 0.0) + v
                 self.cross_mb += v
 
-    def on_clock(self, dt: float, n_active: int, n_overloaded: int) -> None:
-        """``dt`` seconds passed with ``n_active`` jobs in the system and ``n_overloaded`` servers overloaded."""
+    def on_clock(self, dt: float, n_active: int, n_overloaded: int, queued_dt: float = 0.0) -> None:
+        """``dt`` seconds passed with ``n_active`` jobs in the system and ``n_overloaded`` servers overloaded;
+        during ``queued_dt`` of them some task had waited in the queue longer than one scheduling tick."""
         self.jobs_in_system_integral += n_active * dt
         self.overload_server_seconds += n_overloaded * dt
+        self.queued_seconds += queued_dt
 
     def on_overloads_began(self, n: int) -> None:
         self.overload_occurrences += n
@@ -96,6 +99,7 @@ class Metrics:
         wait = np.array([j.waiting_time for j in ended]) if ended else np.array([np.nan])
         n = len(ended)
         first_submit = min((j.spec.submit_time for j in jobs), default=0.0)
+        span = now - first_submit
         return {
             "jobs": len(jobs),
             "finished": sum(j.state == JobState.FINISHED for j in jobs),
@@ -115,6 +119,9 @@ class Metrics:
             "mean_waiting": float(np.mean(wait)),
             "overload_occurrences": self.overload_occurrences,
             "overload_server_hours": float(self.overload_server_seconds) / 3600.0,
+            # of the time from the first submission to now, the fraction during which some task had waited in
+            # the queue longer than one scheduling tick (a task waiting for the next tick is not held back)
+            "queued_fraction": float(self.queued_seconds / span) if span > 0 else 0.0,
             "migrations": self.migrations, "preemptions": self.preemptions, "gang_releases": self.gang_releases,
             "decisions": decisions, "events": events, "sim_time": float(now),
         }

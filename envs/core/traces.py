@@ -9,7 +9,7 @@ import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -487,6 +487,54 @@ def window(df: pd.DataFrame, start: float, n_jobs: int | None = None, duration: 
             out["deadline"] = out["deadline"] - start
     out.attrs = {**df.attrs, "window": {"start": float(start), "n_jobs": n_jobs, "duration": duration}}
     return out
+
+
+def arrival_span(submit_time: Sequence[float] | np.ndarray) -> float:
+    """The time over which a window's ``n`` jobs arrive: ``n`` mean inter-arrival gaps,
+    ``n (t_last - t_first) / (n - 1)`` (so ``n / span`` is the window's arrival rate, the rate the generator's
+    ``load`` sets). Needs at least two jobs; 0 when they all arrive at one instant."""
+    t = np.asarray(submit_time, dtype=float)
+    if len(t) < 2:
+        raise ValueError(f"arrival_span: need at least two arrivals, got {len(t)}")
+    return float(len(t) * (t.max() - t.min()) / (len(t) - 1))
+
+
+def window_offered_load(submit_time: Sequence[float] | np.ndarray, work: Sequence[float] | np.ndarray,
+                        cluster_gpus: int) -> float:
+    """Offered load of a window: ``sum(work) / (cluster_gpus x arrival_span)``, where ``work`` is each job's
+    GPU-seconds (GPUs x its reference run time: how long it takes alone on the reference hardware).
+    Equal to ``rate x mean work / cluster_gpus`` with the window's own arrival rate and mean work: the
+    definition of :mod:`clustergym.core.generator`'s ``load``. inf when every job arrives at one instant."""
+    w = np.asarray(work, dtype=float)
+    if len(w) != len(submit_time):
+        raise ValueError(f"window_offered_load: {len(w)} work values for {len(submit_time)} arrivals")
+    if cluster_gpus < 1:
+        raise ValueError(f"window_offered_load: cluster_gpus must be >= 1, got {cluster_gpus}")
+    span = arrival_span(submit_time)
+    return float(w.sum() / (cluster_gpus * span)) if span > 0 else math.inf
+
+
+def check_load(load: Any) -> float:
+    """``load`` as a float, or ValueError naming it unless it is a finite number > 0."""
+    x = float(load) if isinstance(load, (int, float, np.integer, np.floating)) else math.nan
+    if isinstance(load, bool) or not math.isfinite(x) or x <= 0:
+        raise ValueError(f"load must be a finite number > 0, got {load!r}")
+    return x
+
+
+def compress_arrivals(submit_time: Sequence[float] | np.ndarray, work: Sequence[float] | np.ndarray,
+                      cluster_gpus: int, load: float) -> np.ndarray:
+    """New arrival times for a window whose offered load (:func:`window_offered_load`) becomes ``load``:
+    every inter-arrival gap is multiplied by one factor (``window_offered_load / load``; < 1 compresses,
+    > 1 stretches), the first arrival stays where it is and the order of arrivals is kept."""
+    x = check_load(load)
+    t = np.asarray(submit_time, dtype=float)
+    current = window_offered_load(t, work, cluster_gpus)
+    if not math.isfinite(current):
+        raise ValueError(f"load={load}: the window's {len(t)} jobs all arrive at t = {t.min():g} s, so there is "
+                         "no inter-arrival time to scale")
+    t0 = float(t.min())
+    return t0 + (t - t0) * (current / x)
 
 
 def split_trace(df: pd.DataFrame, train_fraction: float, by: str = "jobs") -> tuple[pd.DataFrame, pd.DataFrame]:

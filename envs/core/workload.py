@@ -17,6 +17,11 @@ SLO_CLASSES: tuple[str, ...] = ("best-effort", "soft", "strict")
 # MLFS §3.5 options i), ii), iii), in the order the system may move a job along under overload.
 STOP_OPTIONS: tuple[str, ...] = ("run-all", "opt-stop", "requirement")
 
+# MLFS §4.1's workload: the five algorithms it ran (AlexNet, ResNet, MLP, LSTM, SVM) as mapping weights, and
+# "The number of GPUs needed by each ML job was randomly selected from {1, 2, 4, 8, 16, 32}".
+MLFS_MODEL_WEIGHTS: dict[str, float] = {"AlexNet": 1.0, "ResNet-50": 1.0, "MLP": 1.0, "LSTM": 1.0, "SVM": 1.0}
+MLFS_GPU_CHOICES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+
 
 @dataclass(frozen=True)
 class JobSpec:
