@@ -24,10 +24,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--num-envs", type=int, default=4)
     ap.add_argument("--steps", type=int, default=300, help="vector steps (each steps every env once)")
     ap.add_argument("--mode", choices=("sync", "async"), default="sync")
+    ap.add_argument("--env-id", default="clustergym/GPUCluster-v0")
     ap.add_argument("--window-jobs", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    envs = gym.make_vec("clustergym/GPUCluster-v0", num_envs=args.num_envs, vectorization_mode=args.mode,
+    envs = gym.make_vec(args.env_id, num_envs=args.num_envs, vectorization_mode=args.mode,
                         window_jobs=args.window_jobs, invalid_action="raise")
     rng = np.random.default_rng(args.seed)
     obs, _ = envs.reset(seed=args.seed)  # env i gets seed + i
