@@ -61,12 +61,15 @@ class EnvConfig:
       action under "penalty". ``vector_reward``: the step reward is the objective vector g (float32)
       instead of ``beta . g``, and the env carries ``reward_space``/``reward_dim`` (the MO-Gymnasium
       convention; ``info["scalar_reward"]`` keeps ``beta . g`` plus any penalty).
-    Observation
-      ``window_size`` (W task rows), ``rows_per_job`` (cap on one job's rows in the window; None = no cap),
+    Observation and actions (the row rule: :mod:`clustergym.window`)
+      ``window_size`` (W rows; 64, so the whole queue of a contended 80-GPU cluster fits, docs/env.md),
+      ``rows_per_job`` (cap on one job's waiting rows; 1 = one row per waiting job; None = no cap),
       ``migrate_rows`` (cap on migration-candidate rows, so tasks on overloaded servers cannot fill the
       window and starve the queue of a policy that does not migrate; None = no cap),
-      ``preemption`` (offer running jobs as preemption rows whose "back to the queue" action suspends the
-      whole job; off by default, as in MLFS's action space), ``preempt_rows`` (at most that many such rows),
+      ``preemption`` (running-job rows' "back to the queue" action suspends the whole job, while tasks
+      wait; on, so preemptive policies such as Tiresias can act), ``running_rows`` (at most that many
+      running-job rows; None = no cap), ``stop_option_actions`` (three columns per row that change the row's
+      job's stopping rule, MLFS §3.5, under ``Simulator.stop_option_error``),
       ``n_destinations`` (K server columns), ``max_gpus_per_server`` (width of the
       per-GPU load matrix; None = the cluster's largest server), ``loss_history`` (recent loss reductions per job).
     Episode
@@ -100,11 +103,12 @@ class EnvConfig:
     invalid_action: str = "penalty"
     invalid_penalty: float = -0.1
     vector_reward: bool = False
-    window_size: int = 16
-    rows_per_job: int | None = 4
+    window_size: int = 64
+    rows_per_job: int | None = 1
     migrate_rows: int | None = 8
-    preemption: bool = False
-    preempt_rows: int | None = 4
+    preemption: bool = True
+    running_rows: int | None = 16
+    stop_option_actions: bool = True
     n_destinations: int = 20
     max_gpus_per_server: int | None = None
     loss_history: int = 3
@@ -131,8 +135,8 @@ class EnvConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.loss_history < 1:
             raise ConfigError("loss_history must be >= 1")
-        if self.preempt_rows is not None and self.preempt_rows < 1:
-            raise ConfigError(f"preempt_rows must be >= 1 or None, got {self.preempt_rows}")
+        if self.running_rows is not None and self.running_rows < 0:
+            raise ConfigError(f"running_rows must be >= 0 or None, got {self.running_rows}")
         if self.migrate_rows is not None and self.migrate_rows < 0:
             raise ConfigError(f"migrate_rows must be >= 0 or None, got {self.migrate_rows}")
         if self.rows_per_job is not None and self.rows_per_job < 1:

@@ -23,8 +23,9 @@ import clustergym  # noqa: F401
 
 def greedy(u, rng):
     m = u.action_masks()
+    C = u.window.C
     for a in np.flatnonzero(m[:-1]):
-        if u.window.kinds[a // (u.K + 1)] == "place":
+        if u.window.kinds[a // C] == "place" and a % C < u.K:
             return int(a)
     return u.end_round_action
 

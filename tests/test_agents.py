@@ -81,8 +81,8 @@ def test_bc_reproduces_mlfh_on_heldout_states():
     with th.no_grad():
         obs = {k: th.as_tensor(v, dtype=th.float32) for k, v in hold["obs"].items()}
         pred = masked_logits(model.policy, obs, th.as_tensor(hold["masks"])).argmax(-1).numpy()
-    k1 = env.unwrapped.K + 1
-    row_agree = float(np.mean(pred // k1 == hold["actions"] // k1))
+    cols = env.unwrapped.window.C
+    row_agree = float(np.mean(pred // cols == hold["actions"] // cols))
     print(json.dumps({"states": len(data["actions"]), "dagger_states": len(dd["actions"]),
                       "holdout": len(hold["actions"]), "before": before, "after_bc": first, "agreement": agree,
                       "row_agreement": row_agree, "disagreement": split}))

@@ -68,11 +68,16 @@ def test_adapter_takes_next_preference_when_first_is_masked():
 
 
 def test_record_taken_replaces_the_policys_own_choice():
-    env = gym.make(DEFAULT, invalid_action="raise", window_jobs=8)
+    env = gym.make(DEFAULT, invalid_action="raise", window_jobs=8, rows_per_job=4)  # several tasks of one job
     obs, _ = env.reset(seed=1)
     u = env.unwrapped
-    obs, *_ = env.step(int(np.flatnonzero(u.action_masks())[0]))
-    assert len({u.window.command(b).tid for b in np.flatnonzero(u.action_masks()[:-1])}) >= 2  # two tasks to place
+
+    def places():
+        return [int(b) for b in np.flatnonzero(u.action_masks()[:-1]) if u.window.command(b).kind == "place"]
+
+    while len({u.window.command(b).tid for b in places()}) < 2:  # to a state with two tasks to place
+        obs, *_ = env.step(places()[0] if places() else u.end_round_action)
+    places = places()
     agent = baselines.make("mlf-h", env)
     a = int(agent.predict(obs)[0])
     assert u.window.command(a).kind == "place"
@@ -84,8 +89,7 @@ def test_record_taken_replaces_the_policys_own_choice():
     fresh.record_taken(int(np.flatnonzero(~u.action_masks())[0]))  # a masked-out action is a no-op: likewise
     assert fresh.predict(obs)[0] == a
     # another task was placed instead: the policy's choice stays open, the other task counts as done
-    other = next(int(b) for b in np.flatnonzero(u.action_masks()[:-1])
-                 if u.window.command(b).tid != u.window.command(a).tid)
+    other = next(b for b in places if u.window.command(b).tid != u.window.command(a).tid)
     taken = u.window.command(other)
     fresh.record_taken(other)
     fresh.predict(obs)  # (the state did not change: the policy is only told, at its next predict)
