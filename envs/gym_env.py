@@ -307,7 +307,7 @@ class ClusterEnv(gym.Env):
         sim, w = self.sim, self.window
         while True:
             more = sim.next_decision()
-            w.new_round()
+            w.new_round(sim)
             self._round_actions = 0
             if not more:
                 self._done = True

@@ -4,7 +4,7 @@ A step of :class:`clustergym.gym_env.ClusterEnv` reads a few small arrays (20 se
 numpy calls, which cost about 1 us each in call overhead alone, that was some 65 calls per step plus per-row
 Python; each kernel here does one block of it in a single call: :func:`destinations` (utilisation, ideal-host
 distances, destination columns, free resources), :func:`fit_mask` (the action mask's fit test),
-:func:`first_rows_per_job` (the window's cap on rows per job),
+:func:`first_rows_per_job` (the window's cap on rows per job), :func:`stop_mask` (the stop-option columns),
 :func:`server_features` and :func:`task_window` (observation blocks) and :func:`job_dynamic` (a job's
 dynamic columns).
 
@@ -212,6 +212,29 @@ def first_rows_per_job(fits, job_of_row, cap, counts):
     for i in range(m):
         counts[job_of_row[keep[i]]] = 0
     return keep[:m]
+
+
+@njit(cache=True)
+def stop_mask(row_tids, job_of_task, cur, table, changed_round, rnd, mask_stop, missing):
+    """The stop-option columns of the mask: row ``r`` (task ``row_tids[r]``, job ``j = job_of_task[...]``)
+    allows option ``o`` when bit ``o`` of ``table[j, cur[j]]`` is set (the options the simulator's rule
+    allows a job whose current option is ``cur[j]``, filled by the caller) and the job's rule did not change
+    in this round (``changed_round[j] != rnd``). A job whose table entry is still unknown (-1) is written to
+    ``missing`` and its row left alone; returns how many (the caller fills them and calls again)."""
+    n_missing = 0
+    n_opt = mask_stop.shape[1]
+    for r in range(row_tids.shape[0]):
+        j = job_of_task[row_tids[r]]
+        code = table[j, cur[j]]
+        if code < 0:
+            missing[n_missing] = j
+            n_missing += 1
+            continue
+        if changed_round[j] == rnd:
+            code = 0
+        for o in range(n_opt):
+            mask_stop[r, o] = (code >> o) & 1 == 1
+    return n_missing
 
 
 @njit(cache=True)

@@ -126,9 +126,8 @@ def round_robin(jobs: Iterable["Job"], orders: Iterable[Callable[["Job", float],
     return out
 
 
-# stop-option validity of a job as a bit code (bit o: STOP_OPTIONS[o] allowed) -> the mask's columns
 _N_STOP = len(STOP_OPTIONS)
-_STOP_BITS = np.array([[(code >> o) & 1 for o in range(_N_STOP)] for code in range(1 << _N_STOP)], bool)
+_OPTION_INDEX = {o: i for i, o in enumerate(STOP_OPTIONS)}
 
 
 class Window:
@@ -177,8 +176,8 @@ class Window:
         self.ideal_distance = np.empty(0)
         self.free = np.empty((3, self.K))
         self.touched: set[int] = set()  # tasks placed, moved or requeued in this round: no second move
-        self.touched_jobs: set[int] = set()  # jobs with such a task, or preempted: not preempted in this round
-        self.option_touched: set[int] = set()  # jobs whose stopping rule changed in this round: not again
+        self.touched_jobs: set = set()  # Jobs with such a task, or preempted: not preempted in this round
+        self.option_touched: set[int] = set()  # ids of jobs whose stopping rule changed in this round: not again
         self._preempt_ok = False
         self._round = 0  # rounds so far (keys the per-round cache of movable tasks)
 
@@ -201,34 +200,53 @@ class Window:
         # (GPU memory, CPU, memory) demand per task for the fit test; -inf GPU memory for a PS (takes no GPU)
         self._demand = np.array([(-np.inf if t.is_ps else t.t.gpu_memory_gb, t.t.cpu_cores, t.t.memory_gb)
                                  for t in sim.tasks], dtype=np.float64).reshape(-1, 3)
-        index = {job.jid: i for i, job in enumerate(sim.jobs)}
-        self._job_of_task = np.array([index[t.job.jid] for t in sim.tasks], np.int64)  # the per-job row cap
-        self._counts = np.zeros(max(1, len(sim.jobs)), np.int64)
-        self._stop_codes: dict[int, tuple[str, int]] = {}  # jid -> (its rule when computed, valid-option bits)
+        jobs = sim.jobs
+        n = max(1, len(jobs))
+        self._jobs, self._jidx = jobs, {job: i for i, job in enumerate(jobs)}
+        self._job_of_task = np.array([self._jidx[t.job] for t in sim.tasks], np.int64).reshape(-1)
+        self._counts = np.zeros(n, np.int64)  # scratch of the per-job row cap
+        # stop options (kernels.stop_mask): each job's current rule, the options the simulator's rule allows
+        # per (job, current rule) as bits (-1: not asked yet; it does not change while the job is active),
+        # and the round in which the job's rule last changed
+        self._cur = np.array([_OPTION_INDEX[j.stop_option] for j in jobs] or [0], np.int64)
+        self._stop_table = np.full((n, _N_STOP), -1, np.int64)
+        self._changed = np.full(n, -1, np.int64)
+        self._missing = np.empty(self.W, np.int64)
+        self._row_tids = np.empty(0, np.int64)
         self._movable: list[tuple[int, int, list]] = [(-1, -1, [])] * S
-        self.new_round()
-        self._round = 0
+        self._round = -1
+        self.new_round(sim)
 
-    def new_round(self) -> None:
-        """A new decision round: every task may be moved again, every job's rule changed again."""
+    def new_round(self, sim: "Simulator") -> None:
+        """A new decision round: every task may be moved again, every job's rule changed again. A job's rule
+        changes by a command (recorded by :meth:`touch`) or, between rounds, by a controller (MLF-C): it is
+        read again here."""
         self.touched.clear()
         self.touched_jobs.clear()
         self.option_touched.clear()
         self._round += 1
+        cur, jidx = self._cur, self._jidx
+        for job in sim.active_jobs.values():
+            cur[jidx[job]] = _OPTION_INDEX[job.stop_option]
 
     def touch(self, sim: "Simulator", cmd: Command) -> None:
         """Record an executed command: its task (for a preemption, every task of the job) is not offered for
         another move in this round, nor its job for a preemption; after a stop-option change the job's rule
         is not offered for another change in this round."""
         if cmd.kind == "stop-option":
+            job = sim.job_by_id[cmd.jid]
+            j = self._jidx[job]
             self.option_touched.add(cmd.jid)
+            self._changed[j] = self._round
+            self._cur[j] = _OPTION_INDEX[job.stop_option]
             return
         if cmd.kind == "preempt":
-            self.touched.update(t.tid for t in sim.job_by_id[cmd.jid].tasks)
-            self.touched_jobs.add(cmd.jid)
+            job = sim.job_by_id[cmd.jid]
+            self.touched.update(t.tid for t in job.tasks)
+            self.touched_jobs.add(job)
             return
         self.touched.add(cmd.tid)
-        self.touched_jobs.add(sim.tasks[cmd.tid].job.jid)
+        self.touched_jobs.add(sim.tasks[cmd.tid].job)
 
     @property
     def destinations(self) -> list[int]:
@@ -345,7 +363,7 @@ class Window:
             if kind == "running":
                 if not self.preemption:
                     return f"{head}: preemption is off (EnvConfig.preemption)"
-                if jid in self.touched_jobs:
+                if task.job in self.touched_jobs:
                     return f"{head}: a task of job {jid} was placed or moved in this round"
                 return f"{head}: no task is waiting, preempting would free GPUs for nobody"
             return f"{head}: not allowed by the mask"
@@ -391,26 +409,40 @@ class Window:
                 n_rows, n_place = self._fill(sim, rows, n_mig, n_over, tasks, kinds)
                 if n_mig > n_over:  # running-job rows: "back to the queue" preempts, if allowed
                     pre, touched = self._preempt_ok, self.touched_jobs
-                    self._mask_move[n_over:n_mig, self.K] = [pre and t.job.jid not in touched
+                    self._mask_move[n_over:n_mig, self.K] = [pre and t.job not in touched
                                                              for t in tasks[n_over:n_mig]]
                 if self.n_stop:
-                    codes = [self._stop_code(sim, t.job) for t in tasks[:n_rows]]
-                    self._mask_stop[:n_rows] = _STOP_BITS[codes]
+                    self._write_stop_mask(sim)
         self.tasks, self.kinds = tasks, kinds
         self.can_act = n_rows > 0  # == mask[:-1].any(): every row shown allows at least one action
         self.queue_beyond = len(sim.queue) - n_place
 
+    def _ask_rule(self, sim: "Simulator", j: int) -> int:
+        """The options job ``j`` (an index of ``sim.jobs``) may move to from its current one, as bits (bit o:
+        ``STOP_OPTIONS[o]``), by the simulator's rule (``Simulator.stop_option_error``); kept in the table."""
+        jid = self._jobs[j].jid
+        code = sum(1 << o for o, opt in enumerate(STOP_OPTIONS) if sim.stop_option_error(jid, opt) is None)
+        self._stop_table[j, self._cur[j]] = code
+        return code
+
     def _stop_code(self, sim: "Simulator", job: "Job") -> int:
-        """The stop options ``job`` may move to now, as bits (bit o: ``STOP_OPTIONS[o]``): the simulator's
-        rule (``Simulator.stop_option_error``), cached per job while its rule is unchanged; none after a
-        change in this round."""
-        if job.jid in self.option_touched:
+        """The stop options ``job`` may move to now, as bits: none after a change in this round."""
+        j = self._jidx[job]
+        if self._changed[j] == self._round:
             return 0
-        hit = self._stop_codes.get(job.jid)
-        if hit is None or hit[0] != job.stop_option:
-            code = sum(1 << o for o, opt in enumerate(STOP_OPTIONS) if sim.stop_option_error(job.jid, opt) is None)
-            hit = self._stop_codes[job.jid] = (job.stop_option, code)
-        return hit[1]
+        code = int(self._stop_table[j, self._cur[j]])
+        return code if code >= 0 else self._ask_rule(sim, j)
+
+    def _write_stop_mask(self, sim: "Simulator") -> None:
+        """The stop-option columns of the shown rows (:func:`clustergym.kernels.stop_mask`), asking the
+        simulator's rule for the (job, current option) pairs not met before."""
+        args = (self._row_tids, self._job_of_task, self._cur, self._stop_table, self._changed, self._round,
+                self._mask_stop, self._missing)
+        missing = kernels.stop_mask(*args)
+        if missing:
+            for j in set(self._missing[:missing].tolist()):
+                self._ask_rule(sim, j)
+            kernels.stop_mask(*args)
 
     def _migration_rows(self, sim: "Simulator") -> tuple[list, int]:
         """The running tasks of overloaded servers not moved in this round, by server then task id, capped."""
@@ -436,11 +468,11 @@ class Window:
         room = min(self.W - len(rows), self.running_cap)
         if room <= 0:
             return 0
-        seen = {t.job.jid for t in rows}
+        seen = {t.job for t in rows}
         touched, stop = self.touched_jobs, self.n_stop
         jobs = [j for j in sim.active_jobs.values()
-                if j.n_placed == len(j.tasks) and j.jid not in seen
-                and (pre and j.jid not in touched or stop and self._stop_code(sim, j))]
+                if j.n_placed == len(j.tasks) and j not in seen
+                and (pre and j not in touched or stop and self._stop_code(sim, j))]
         if len(jobs) > room:
             keep = {j.jid for j in round_robin(jobs, RUNNING_ORDERS, sim.now, room)}
             jobs = [j for j in jobs if j.jid in keep]
@@ -464,6 +496,7 @@ class Window:
             tasks[:n_mig] = rows[:n_mig]
             kinds[:n_mig] = ["migrate"] * n_over + ["running"] * (n_mig - n_over)
         if not n_fit:
+            self._row_tids = tids[:n_mig]
             return n_mig, 0
         fits = ok[n_mig:n, k]
         if self.rows_per_job:  # at most `rows_per_job` rows per job, so one wide gang cannot fill the window
@@ -480,10 +513,15 @@ class Window:
             if sel[-1] - sel[0] == n_place - 1:  # consecutive candidates (the common case): a slice, no gather
                 self._mask_move[n_mig:n_mig + n_place, :k] = ok[first:first + n_place, :k]
                 tasks[n_mig:n_mig + n_place] = rows[first:first + n_place]
+                shown = tids[first:first + n_place]
             else:
                 self._mask_move[n_mig:n_mig + n_place, :k] = ok[n_mig:n, :k].take(sel, axis=0)
                 tasks[n_mig:n_mig + n_place] = [rows[n_mig + i] for i in sel]
+                shown = tids[n_mig:].take(sel)
             kinds[n_mig:n_mig + n_place] = ["place"] * n_place
+            self._row_tids = np.concatenate((tids[:n_mig], shown)) if n_mig else shown
+        else:
+            self._row_tids = tids[:n_mig]
         return n_mig + n_place, n_place
 
     @staticmethod

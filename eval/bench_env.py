@@ -61,7 +61,8 @@ def bench(env_id: str, steps: int, policy, seed: int = 0, **kw) -> dict:
 
 # (owner, method, part of a step): the simulator's work, then the env's two layers on top of it
 _PARTS = (("sim", "place", "simulator"), ("sim", "migrate", "simulator"), ("sim", "requeue", "simulator"),
-          ("sim", "preempt", "simulator"), ("sim", "next_decision", "simulator"),
+          ("sim", "preempt", "simulator"), ("sim", "set_stop_option", "simulator"),
+          ("sim", "next_decision", "simulator"),
           ("window", "build", "window + mask"), ("env", "_make_obs", "observation"))
 
 

@@ -123,7 +123,7 @@ def _check_mask_against_core(u):
                                            and jid not in w.option_touched), (r, option)
         if kind == "running":  # a fully placed job: preemption while tasks wait, nothing else
             assert t.job.fully_placed and not m2[r, :u.K].any()
-            assert m2[r, u.K] == (w.preemption and bool(sim.queue) and jid not in w.touched_jobs)
+            assert m2[r, u.K] == (w.preemption and bool(sim.queue) and t.job not in w.touched_jobs)
             assert m2[r].any()
             continue
         assert m2[r, u.K] == (kind == "migrate")

@@ -2,7 +2,6 @@
 running-job rows, and the stop-option columns (clustergym.window)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import gymnasium as gym
@@ -11,12 +10,11 @@ import pytest
 
 import clustergym  # noqa: F401
 from clustergym import baselines
-from clustergym.baselines.simple import FIFO
 from clustergym.core.commands import Command
 from clustergym.core.workload import STOP_OPTIONS
 from clustergym.gym_env import ClusterEnv
 from clustergym.window import RUNNING_ORDERS, WAITING_ORDERS, InvalidAction, round_robin
-from helpers import MODELS, cluster, job, models
+from helpers import MODELS, StopThenFIFO, cluster, job, models
 
 
 def _env(specs, n_servers=1, **cfg):
@@ -177,22 +175,11 @@ def test_stop_option_reasons_name_the_rule():
     assert "not cheaper" in reason and "'run-all'" in reason
 
 
-@dataclass
-class _StopThenFIFO(FIFO):
-    """FIFO that first moves every changeable job to stop at its accuracy requirement."""
-
-    def preferences(self, view, cands):
-        for j in view.active_jobs():
-            if j.spec.stop_changeable and j.stop_option != "requirement":
-                yield Command("stop-option", jid=j.jid, option="requirement")
-        yield from super().preferences(view, cands)
-
-
 def test_heuristic_stop_option_commands_map_to_actions():
     from clustergym.baselines.agent import HeuristicAgent
 
     env = _stop_env()
-    agent = HeuristicAgent(_StopThenFIFO(), env)
+    agent = HeuristicAgent(StopThenFIFO(), env)
     changed = set()
     for _ in range(20):
         cmd = env.window.command(int(agent.predict(None)[0]))
