@@ -194,23 +194,23 @@ def fit_mask(tids, demand, free, k, eps, n_mig, n_over, task_server, over, dest,
 
 
 @njit(cache=True)
-def first_rows_per_job(fits, job_of_row, cap, counts):
+def first_rows_per_job(fits, tids, offset, job_of_task, cap, counts):
     """The candidate rows a window shows when each job may have at most ``cap`` rows: in row order, the rows
-    with ``fits[r]`` whose job (``job_of_row[r]``, an index into ``counts``) has fewer than ``cap`` rows
-    kept so far. Returns their indices. ``counts`` is scratch of at least (largest job index + 1) zeros,
-    left zeroed on return."""
+    ``r`` with ``fits[r]`` whose job (``job_of_task[tids[offset + r]]``, an index into ``counts``) has fewer
+    than ``cap`` rows kept so far. Returns their indices (into ``fits``). ``counts`` is scratch of at least
+    (largest job index + 1) zeros, left zeroed on return."""
     n = fits.shape[0]
     keep = np.empty(n, np.int64)
     m = 0
     for r in range(n):
         if fits[r]:
-            j = job_of_row[r]
+            j = job_of_task[tids[offset + r]]
             if counts[j] < cap:
                 counts[j] += 1
                 keep[m] = r
                 m += 1
     for i in range(m):
-        counts[job_of_row[keep[i]]] = 0
+        counts[job_of_task[tids[offset + keep[i]]]] = 0
     return keep[:m]
 
 

@@ -78,8 +78,6 @@ def action_index(action: Any) -> int:
                         f"one-element integer array)")
 
 
-
-
 # ---------------------------------------------------------------------- neutral orderings for the overflow
 def _service(job: "Job", now: float) -> float:
     """Attained GPU service: GPUs x time the job has progressed (Tiresias' 2D measure)."""
@@ -104,6 +102,7 @@ def round_robin(jobs: Iterable["Job"], orders: Iterable[Callable[["Job", float],
                 n: int) -> list["Job"]:
     """Up to ``n`` of ``jobs``, taken in turn from each ordering (sort keys ``order(job, now)``), each turn the
     first job of that ordering not taken yet: every ordering's head jobs are in, none dominates."""
+    jobs = list(jobs)
     ranked = [sorted(jobs, key=lambda j, o=o: o(j, now)) for o in orders]
     pos = [0] * len(ranked)
     taken: set[int] = set()
@@ -212,6 +211,7 @@ class Window:
         self._stop_table = np.full((n, _N_STOP), -1, np.int64)
         self._changed = np.full(n, -1, np.int64)
         self._missing = np.empty(self.W, np.int64)
+        self._codes: dict = {}  # Job -> its stop code in this round (the running rows' Python-side lookup)
         self._row_tids = np.empty(0, np.int64)
         self._movable: list[tuple[int, int, list]] = [(-1, -1, [])] * S
         self._round = -1
@@ -224,6 +224,7 @@ class Window:
         self.touched.clear()
         self.touched_jobs.clear()
         self.option_touched.clear()
+        self._codes.clear()
         self._round += 1
         cur, jidx = self._cur, self._jidx
         for job in sim.active_jobs.values():
@@ -237,6 +238,7 @@ class Window:
             job = sim.job_by_id[cmd.jid]
             j = self._jidx[job]
             self.option_touched.add(cmd.jid)
+            self._codes[job] = 0
             self._changed[j] = self._round
             self._cur[j] = _OPTION_INDEX[job.stop_option]
             return
@@ -426,12 +428,19 @@ class Window:
         return code
 
     def _stop_code(self, sim: "Simulator", job: "Job") -> int:
-        """The stop options ``job`` may move to now, as bits: none after a change in this round."""
-        j = self._jidx[job]
-        if self._changed[j] == self._round:
-            return 0
-        code = int(self._stop_table[j, self._cur[j]])
-        return code if code >= 0 else self._ask_rule(sim, j)
+        """The stop options ``job`` may move to now, as bits: none after a change in this round (kept per
+        round: within a round a job's rule changes only by a command, which :meth:`touch` records)."""
+        code = self._codes.get(job)
+        if code is None:
+            j = self._jidx[job]
+            if self._changed[j] == self._round:
+                code = 0
+            else:
+                code = int(self._stop_table[j, self._cur[j]])
+                if code < 0:
+                    code = self._ask_rule(sim, j)
+            self._codes[job] = code
+        return code
 
     def _write_stop_mask(self, sim: "Simulator") -> None:
         """The stop-option columns of the shown rows (:func:`clustergym.kernels.stop_mask`), asking the
@@ -468,11 +477,11 @@ class Window:
         room = min(self.W - len(rows), self.running_cap)
         if room <= 0:
             return 0
-        seen = {t.job for t in rows}
-        touched, stop = self.touched_jobs, self.n_stop
+        seen = {t.job for t in rows} if rows else ()
+        touched, stop, code = self.touched_jobs, self.n_stop, self._stop_code
         jobs = [j for j in sim.active_jobs.values()
                 if j.n_placed == len(j.tasks) and j not in seen
-                and (pre and j not in touched or stop and self._stop_code(sim, j))]
+                and (pre and j not in touched or stop and code(sim, j))]
         if len(jobs) > room:
             keep = {j.jid for j in round_robin(jobs, RUNNING_ORDERS, sim.now, room)}
             jobs = [j for j in jobs if j.jid in keep]
@@ -500,7 +509,7 @@ class Window:
             return n_mig, 0
         fits = ok[n_mig:n, k]
         if self.rows_per_job:  # at most `rows_per_job` rows per job, so one wide gang cannot fill the window
-            sel = kernels.first_rows_per_job(fits, self._job_of_task[tids[n_mig:]], self.rows_per_job,
+            sel = kernels.first_rows_per_job(fits, tids, n_mig, self._job_of_task, self.rows_per_job,
                                              self._counts).tolist()
         else:
             sel = fits.nonzero()[0].tolist()

@@ -207,9 +207,12 @@ def test_first_rows_per_job_is_the_window_cap(seed, n, n_jobs, cap):
     (the Python rule it replaces); the scratch counts come back zeroed."""
     rng = np.random.default_rng(seed)
     fits = rng.random(n) < 0.7
-    job_of_row = rng.integers(0, n_jobs, n).astype(np.int64)
+    job_of_task = rng.integers(0, n_jobs, 100).astype(np.int64)  # 100 tasks' jobs
+    offset = int(rng.integers(0, 5))  # the window's running rows come first in `tids`
+    tids = rng.integers(0, 100, n + offset).astype(np.int64)
+    job_of_row = job_of_task[tids[offset:]]
     counts = np.zeros(n_jobs + 3, np.int64)
-    keep = kernels.first_rows_per_job(fits, job_of_row, cap, counts)
+    keep = kernels.first_rows_per_job(fits, tids, offset, job_of_task, cap, counts)
     per_job: dict[int, int] = {}
     ref = []
     for r in range(n):
@@ -221,7 +224,7 @@ def test_first_rows_per_job_is_the_window_cap(seed, n, n_jobs, cap):
     # a strided column of a wider array (what the window passes) gives the same rows
     wide = np.zeros((n, 3), bool)
     wide[:, 1] = fits
-    assert kernels.first_rows_per_job(wide[:, 1], job_of_row, cap, counts).tolist() == ref
+    assert kernels.first_rows_per_job(wide[:, 1], tids, offset, job_of_task, cap, counts).tolist() == ref
 
 
 @settings(max_examples=150, deadline=None)
