@@ -18,7 +18,7 @@ from clustergym.scenarios import make_env
 ROOT = Path(__file__).resolve().parent.parent
 ENV_ID = "clustergym/GPUCluster-v0"
 # test_bc_reproduces_mlfh_on_heldout_states, measured on the 2-core development machine (deterministic)
-MEASURED = {"agreement": 0.902, "row_agreement": 0.954}
+MEASURED = {"agreement": 0.889, "row_agreement": 0.932}
 
 
 def _model(env, policy="pairwise", algo="maskable", seed=0):
