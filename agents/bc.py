@@ -175,7 +175,7 @@ def agreement(policy, data: dict, batch_size: int = 1024, exclude_end: bool = Fa
 def disagreement_split(policy, data: dict, batch_size: int = 1024) -> dict[str, float]:
     """Shares of states (summing to 1 - agreement) where the greedy masked action differs from the expert's
     because of: ``end`` (one of the two ends the round and the other does not), ``row`` (both act on different
-    task rows) or ``destination`` (same row, other column: server or "back to the queue")."""
+    rows) or ``destination`` (same row, other column: server, "back to the queue" or a stop option)."""
     n = len(data["actions"])
     if n == 0:
         return {"end": float("nan"), "row": float("nan"), "destination": float("nan")}
@@ -187,9 +187,9 @@ def disagreement_split(policy, data: dict, batch_size: int = 1024) -> dict[str, 
         preds.append(masked_logits(policy, obs, masks).argmax(-1).cpu().numpy())
     p, a = np.concatenate(preds), data["actions"]
     end = data["masks"].shape[1] - 1
-    k1 = int(data["obs"]["affinity"].shape[2]) + 1 if "affinity" in data["obs"] else None
+    cols = end // int(data["obs"]["tasks"].shape[1])  # C columns per row (actions W * C, then "end round")
     pe, ae = p == end, a == end
     both = ~pe & ~ae
-    same_row = (p // k1 == a // k1) if k1 else np.zeros(n, bool)
+    same_row = p // cols == a // cols
     return {"end": float(np.mean(pe != ae)), "row": float(np.mean(both & ~same_row)),
             "destination": float(np.mean(both & same_row & (p != a)))}

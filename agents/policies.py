@@ -5,7 +5,7 @@ with plain ``stable_baselines3.PPO``:
 
 ``mlp``
     :class:`FlatObsExtractor` concatenates the flattened ``tasks``, ``servers``, ``gpu_loads``, ``global`` and ``affinity``
-    arrays (not ``action_mask``) and SB3's MLP heads (``net_arch``) map it to ``W*(K+1)+1`` logits and a value.
+    arrays (not ``action_mask``) and SB3's MLP heads (``net_arch``) map it to ``W*C+1`` logits and a value.
     Its weights are tied to W, K and the feature widths.
 
 ``pairwise``
@@ -19,13 +19,17 @@ with plain ``stable_baselines3.PPO``:
 
     - pair(row, col)  = relu(M tanh(A h_row + B h_col + X x(row, col) + c))   (pair embedding, col < K)
     - logit(row, col) = w . pair(row, col) + row(h_row)     (row(.) = MLP: the task's priority)
-    - logit(row, K)   = MLP(h_row) + row(h_row)             ("back to the queue")
+    - logit(row, K)   = MLP(h_row) + row(h_row)             ("back to the queue": requeue on a migration
+      row, preempt on a running-job row, one MLP each)
+    - logit(row, K+1+o) = MLP([h_row, s(row, o)]) + row(h_row)   (stop option o of the row's job; s are the
+      weight-free option features of :func:`stop_features`, one MLP shared by the options)
     - logit(end)      = MLP([pool_tasks, pool_servers, g, max over valid pairs of pair(row, col)])
     - value           = MLP([pool_tasks, pool_servers, g])
 
     Invalid actions (``obs["action_mask"] == 0``) get logit -1e8 inside the network, so even plain PPO with
     this policy never picks one. No weight depends on W or K, so a trained network can be loaded into a
     policy for another window size or cluster (``policy.load_state_dict``; tests/test_agents.py checks it).
+    The number of columns per row, ``C = K + 1 (+ 3 stop options)``, is read from the mask's length.
 """
 from __future__ import annotations
 
@@ -41,6 +45,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy, BaseModel
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 from clustergym.core.engine import SimConfig
+from clustergym.core.workload import STOP_OPTIONS
 from clustergym.observation import FIXED_TASK_COLUMNS, SERVER_COLUMNS
 
 OBS_KEYS = ("tasks", "servers", "gpu_loads", "global", "affinity")
@@ -92,6 +97,9 @@ U_CPU, U_MEM = S["util_cpu"] - S_UTIL.start, S["util_mem"] - S_UTIL.start  # the
 DEFAULT_OVERLOAD_THRESHOLD = SimConfig().overload_threshold
 N_PAIR_FEATS = 12
 N_ROW_FEATS = 8
+_OPT = tuple(o.replace("-", "_") for o in STOP_OPTIONS)
+N_STOP = len(STOP_OPTIONS)
+N_STOP_FEATS = N_STOP + 6
 
 
 def _unsq(x: th.Tensor) -> th.Tensor:
@@ -139,6 +147,24 @@ def row_features(tasks: th.Tensor, cols: dict[str, int]) -> th.Tensor:
     return f * present.unsqueeze(-1).float()
 
 
+def stop_features(tasks: th.Tensor) -> th.Tensor:
+    """Weight-free (row, stop option) features (B, W, 3, 9) for the stop-option logits, from the row's job's
+    columns: the option's one-hot; whether it is the job's current and its user's own option; whether the
+    system may change the rule; the option's target minus the progress so far (<= 0: the job would finish at
+    once) and minus the current target (< 0: fewer iterations); "finishes at once". Per row, so
+    permutation-equivariant and independent of W and K."""
+    B, W, _ = tasks.shape
+    col = lambda name: tasks[..., T[name]]  # noqa: E731
+    progress, target = col("progress"), col("target_progress")
+    eye = th.eye(N_STOP, dtype=tasks.dtype, device=tasks.device).expand(B, W, N_STOP, N_STOP)
+    per = []
+    for o in _OPT:
+        t_o = col(f"target_{o}")
+        per.append(th.stack((col(f"stop_{o}"), col(f"own_stop_{o}"), col("stop_changeable"), t_o - progress,
+                             t_o - target, (t_o <= progress).to(tasks.dtype)), -1))
+    return th.cat((eye, th.stack(per, 2)), -1)
+
+
 def pair_features(obs: dict[str, th.Tensor], h: float) -> tuple[th.Tensor, th.Tensor]:
     """Weight-free (task row, destination) features derived from the observation, (B, W, K, 12), and the
     valid-pair mask (B, W, K). They restate MLF-H's placement rule (MLFS §3.3.2) in observation terms, with
@@ -159,8 +185,9 @@ def pair_features(obs: dict[str, th.Tensor], h: float) -> tuple[th.Tensor, th.Te
     B, W, _ = tasks.shape
     K = servers.shape[1]
     mask = obs.get("action_mask")
-    if mask is not None and mask.shape[-1] == W * (K + 1) + 1:
-        fit = mask[:, :-1].reshape(B, W, K + 1)[..., :K] > 0.5
+    C = (mask.shape[-1] - 1) // W if mask is not None else 0
+    if mask is not None and mask.shape[-1] == W * C + 1 and C > K:
+        fit = mask[:, :-1].reshape(B, W, C)[..., :K] > 0.5
     else:
         fit = (tasks[..., T["present"]].unsqueeze(-1) > 0.5) & (servers[..., S["present"]] > 0.5).unsqueeze(1)
     over = servers[..., S["overloaded"]] > 0.5              # (B, K)
@@ -200,7 +227,7 @@ def pair_features(obs: dict[str, th.Tensor], h: float) -> tuple[th.Tensor, th.Te
 
 
 class PairwiseEncoder(nn.Module):
-    """obs dict -> (logits (B, W*(K+1)+1), value embedding (B, 3d)). Weights are independent of W, K, G."""
+    """obs dict -> (logits (B, W*C+1), value embedding (B, 3d)). Weights are independent of W, K, G."""
 
     def __init__(self, task_dim: int, server_dim: int, global_dim: int, d: int = 64,
                  overload_threshold: float = DEFAULT_OVERLOAD_THRESHOLD):
@@ -220,7 +247,9 @@ class PairwiseEncoder(nn.Module):
         self.pair_mid = nn.Linear(dp, dp)
         self.pair_out = nn.Linear(dp, 1)
         self.row = _mlp(d, d, 1)  # per-row score added to every action of the row (the task's priority)
-        self.requeue = _mlp(d, d, 1)
+        self.requeue = _mlp(d, d, 1)  # "back to the queue" of a migration row
+        self.preempt = _mlp(d, d, 1)  # "back to the queue" of a running-job row: the whole job
+        self.stop = _mlp(d + N_STOP_FEATS, d, 1)  # a stop option of the row's job
         self.end = _mlp(3 * d + dp, d, 1)
 
     def forward(self, obs: dict[str, th.Tensor]) -> tuple[th.Tensor, th.Tensor]:
@@ -241,14 +270,19 @@ class PairwiseEncoder(nn.Module):
         hp = th.relu(self.pair_mid(th.tanh(pre)))
         scores = self.pair_out(hp).squeeze(-1)  # (B, W, K)
         rs = self.row(ht)  # (B, W, 1)
-        req = self.requeue(ht)  # (B, W, 1)
+        job_row = tasks[..., T["job_row"]].unsqueeze(-1) > 0.5
+        back = th.where(job_row, self.preempt(ht), self.requeue(ht))  # (B, W, 1)
+        cols = [scores, back]
+        mask = obs.get("action_mask")
+        if mask is not None and (mask.shape[-1] - 1) // W > K + 1:  # the stop-option columns
+            sf = stop_features(tasks)
+            cols.append(self.stop(th.cat((ht.unsqueeze(2).expand(B, W, N_STOP, -1), sf), -1)).squeeze(-1))
         pooled = th.cat((pt, ps, g), -1)
         # end round sees the best valid pair (max-pooled pair embedding): "is anything worth doing?"
         hmax = th.where(fit.unsqueeze(-1), hp, th.zeros_like(hp)).flatten(1, 2).amax(1)
         end = self.end(th.cat((pooled, hmax), -1))  # (B, 1)
-        logits = (th.cat((scores, req), -1) + rs).reshape(B, W * (K + 1))
+        logits = (th.cat(cols, -1) + rs).reshape(B, -1)
         logits = th.cat((logits, end), -1)
-        mask = obs.get("action_mask")
         if mask is not None and mask.shape[-1] == logits.shape[-1]:
             logits = th.where(mask > 0.5, logits, th.full_like(logits, MASKED_LOGIT))
         return logits, pooled

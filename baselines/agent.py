@@ -4,8 +4,9 @@
 read-only :class:`~clustergym.core.view.ClusterView` (for the policy's scores) and ``env.unwrapped.window``
 (:class:`clustergym.window.Window`: the task rows, their kinds and the destination columns). The policy's
 candidates are the window's tasks and destination columns, so heuristics and agents choose among the same
-candidates. Its preferences are mapped to actions by ``window.action(cmd)``; the first one the action mask
-allows is returned, else "end round".
+candidates. Its preferences (placements, migrations, requeues, preemptions and stop-option changes) are
+mapped to actions by ``window.action(cmd)``; the first one the action mask allows is returned, else "end
+round". The adapter imposes no order of its own: a policy's preferences are tried in the policy's order.
 
 Within a round a policy does not move a task twice. The adapter tells the policy which command was taken at
 the next ``predict``: by default the one it returned; :meth:`HeuristicAgent.record_taken` replaces it when the
@@ -48,18 +49,21 @@ class HeuristicAgent:
         return m.reshape(-1) if m.ndim > 1 and m.shape[0] == 1 else m
 
     def view(self) -> Candidates:
+        """The policy's candidates: the window's waiting rows (to place), migration rows (to move) and
+        destination columns; preemption when the window has running-job rows and preemption is on (which
+        job may be preempted is the mask's business)."""
         w = self.env.unwrapped.window
         place, migrate = [], []
-        can_preempt = False
+        running = False
         for t, kind in zip(w.tasks, w.kinds):
             if t is None:
                 continue
-            if kind == "preempt":
-                can_preempt = True
-                continue
-            (place if kind == "place" else migrate).append(t)
+            if kind == "running":
+                running = True
+            else:
+                (place if kind == "place" else migrate).append(t)
         servers = np.array(sorted({int(d) for d in w.destinations if int(d) >= 0}), dtype=np.int64)
-        return Candidates(place, migrate, servers, can_preempt=can_preempt)
+        return Candidates(place, migrate, servers, can_preempt=running and w.preemption)
 
     def record_taken(self, action: int) -> None:
         """The env is about to be stepped with ``action`` (an action of the current window), which may differ

@@ -175,29 +175,38 @@ def job_fits(view: ClusterView, job: Job, mode: str = "exclusive", servers: np.n
 
 class _DryRun:
     """Free capacities and use that :func:`job_fits` books tasks against (copies of the cluster's, or an
-    idle cluster's)."""
+    idle cluster's), over every server or only over ``servers`` (their positions then index the arrays)."""
 
-    def __init__(self, view: ClusterView, empty: bool):
-        if empty:
-            self.cpu_free, self.mem_free = view.cpu_cap.copy(), view.mem_cap.copy()
-            self.cpu_use, self.mem_use = np.zeros_like(view.cpu_use), np.zeros_like(view.mem_use)
-            self.gmem, self.gload = view.gpu_mem_cap.copy(), np.zeros_like(view.gpu_load)
-            self.gn = np.zeros_like(view.gpu_n_tasks)
+    def __init__(self, view: ClusterView, empty: bool, servers: np.ndarray | None = None):
+        if servers is None:
+            srv, gpus = slice(None), slice(None)
+            self.first, self.n_gpus = view.server_first_gpu, view.server_n_gpus
         else:
-            self.cpu_free = view.cpu_cap - view.cpu_alloc
-            self.mem_free = view.mem_cap - view.mem_alloc
-            self.cpu_use, self.mem_use = view.cpu_use.copy(), view.mem_use.copy()
-            self.gmem = view.gpu_mem_cap - view.gpu_mem_used
-            self.gload = view.gpu_load.copy()
-            self.gn = view.gpu_n_tasks.copy()
+            srv = np.asarray(servers, dtype=np.int64)
+            self.n_gpus = view.server_n_gpus[srv]
+            self.first = np.concatenate(([0], np.cumsum(self.n_gpus)[:-1])).astype(np.int64)
+            gpus = np.concatenate([np.arange(f, f + n) for f, n in zip(view.server_first_gpu[srv], self.n_gpus)])
+        self.cpu_cap, self.mem_cap = view.cpu_cap[srv], view.mem_cap[srv]
+        if empty:
+            self.cpu_free, self.mem_free = self.cpu_cap.copy(), self.mem_cap.copy()
+            self.cpu_use, self.mem_use = np.zeros_like(self.cpu_free), np.zeros_like(self.mem_free)
+            self.gmem = view.gpu_mem_cap[gpus].copy()
+            self.gload, self.gn = np.zeros_like(self.gmem), np.zeros(len(self.gmem), view.gpu_n_tasks.dtype)
+        else:
+            self.cpu_free = self.cpu_cap - view.cpu_alloc[srv]
+            self.mem_free = self.mem_cap - view.mem_alloc[srv]
+            self.cpu_use, self.mem_use = view.cpu_use[srv].copy(), view.mem_use[srv].copy()
+            self.gmem = view.gpu_mem_cap[gpus] - view.gpu_mem_used[gpus]
+            self.gload = view.gpu_load[gpus].copy()
+            self.gn = view.gpu_n_tasks[gpus].copy()
 
     def slots(self, view: ClusterView, t: Task, allowed: np.ndarray, mode: str, h: float) -> tuple[np.ndarray, Any]:
         """(servers that take ``t`` now under ``mode``, its usable GPUs or None for a PS)."""
         tt, f = t.t, t.job.usage_factor
         ok = allowed & fits(self.cpu_free, tt.cpu_cores) & fits(self.mem_free, tt.memory_gb)
         if mode == "headroom":
-            ok &= (self.cpu_use + tt.cpu_cores * f <= h * view.cpu_cap) & (
-                self.mem_use + tt.memory_gb * f <= h * view.mem_cap)
+            ok &= (self.cpu_use + tt.cpu_cores * f <= h * self.cpu_cap) & (
+                self.mem_use + tt.memory_gb * f <= h * self.mem_cap)
         if t.is_ps:
             return ok, None
         g = fits(self.gmem, tt.gpu_memory_gb)
@@ -207,7 +216,7 @@ class _DryRun:
             g &= gpu_headroom(self.gload, view.gpu_use(t), h)
         elif mode == "share":
             g &= self.gload + view.gpu_use(t) <= h + 1e-9
-        return ok & np.logical_or.reduceat(g, view.server_first_gpu), g
+        return ok & np.logical_or.reduceat(g, self.first), g
 
     def take(self, view: ClusterView, t: Task, s: int, g: Any) -> None:
         """Book ``t`` on server ``s`` (on its least-loaded usable GPU)."""
@@ -217,13 +226,82 @@ class _DryRun:
         self.cpu_use[s] += tt.cpu_cores * f
         self.mem_use[s] += tt.memory_gb * f
         if g is not None:
-            first = int(view.server_first_gpu[s])
+            first = int(self.first[s])
             gload = self.gload
-            best = min((gi for gi in range(first, first + int(view.server_n_gpus[s])) if g[gi]),
-                       key=lambda gi: gload[gi])
+            best = min((gi for gi in range(first, first + int(self.n_gpus[s])) if g[gi]), key=lambda gi: gload[gi])
             self.gmem[best] -= tt.gpu_memory_gb
             gload[best] += view.gpu_use(t)
             self.gn[best] += 1
+
+
+# ------------------------------------------------------------------------------ one placement rule for all
+
+
+def _workers_with_ps(view: ClusterView, ps: Task, s: int, mode: str, h: float) -> int:
+    """How many of the PS's workers would share server ``s`` with it: those running there, plus the waiting
+    ones a dry run books on ``s`` after the PS (in DAG order, under ``mode``); -1 if the PS does not fit."""
+    dry = _DryRun(view, False, np.array([s]))
+    here = np.ones(1, dtype=bool)
+    ok, _ = dry.slots(view, ps, here, mode, h)
+    if not ok[0]:
+        return -1
+    dry.take(view, ps, 0, None)
+    n = 0
+    for t in ps.job.tasks:
+        if t.is_ps:
+            continue
+        if t.state == TaskState.RUNNING:
+            n += t.server == s
+        elif t.state == TaskState.WAITING:
+            ok, g = dry.slots(view, t, here, mode, h)
+            if ok[0]:
+                dry.take(view, t, 0, g)
+                n += 1
+    return n
+
+
+def keep_ps_with_workers(view: ClusterView, task: Task, order: list[int], mode: str = "fit",
+                         h: float | None = None) -> list[int]:
+    """A policy's server order for ``task`` (``order``: the servers it may use, most preferred first) with
+    the task's parameter server kept with its workers whenever they fit: every heuristic's placement goes
+    through this one rule.
+
+    - A PS goes first to the server of ``order`` where the most of its job's workers would be with it
+      (running there, or waiting and fitting there after the PS, under the policy's ``mode``; the first such
+      server in ``order`` on ties); the rest of ``order`` follows unchanged. A PS needs no GPU, so any
+      packing rule would otherwise put it on a full server and send every iteration over the NIC.
+    - A worker whose PS runs goes first to the PS's server (when it is in ``order``, i.e. the worker fits
+      there); otherwise ``order`` is kept.
+
+    Tasks of jobs without a PS keep ``order``. ``h`` as in :func:`job_fits`."""
+    tasks = task.job.tasks
+    if len(order) < 2 or not any(t.is_ps for t in tasks):
+        return order
+    if not task.is_ps:
+        home = {t.server for t in tasks if t.is_ps and t.state == TaskState.RUNNING}
+        return sorted(order, key=lambda s: s not in home) if home else order
+    workers = [t for t in tasks if not t.is_ps]
+    if not workers:
+        return order
+    if h is None:
+        h = 1.0 if mode == "share" else view.overload_threshold
+    # only servers where a waiting worker could run at all (or one already runs) are worth a dry run
+    room = np.zeros(view.n_servers, dtype=bool)
+    for t in workers:
+        if t.state == TaskState.RUNNING:
+            room[t.server] = True
+    waiting = next((t for t in workers if t.state == TaskState.WAITING), None)
+    if waiting is not None:
+        room |= server_mask(view, waiting, mode, h)
+    best, best_n = order[0], 0
+    for s in order:
+        if room[s]:
+            n = _workers_with_ps(view, task, s, mode, h)
+            if n > best_n:
+                best, best_n = s, n
+                if n == len(workers):
+                    break
+    return order if best == order[0] else [best] + [s for s in order if s != best]
 
 
 # ---------------------------------------------------------------------------------- MLFS vector choices
@@ -390,22 +468,28 @@ class Policy:
     def job_first(self, view: ClusterView, cands: Candidates, job_key, mode: str, order_fn,
                   backfill: bool = True) -> Iterator[Command]:
         """Place tasks job by job: partly placed jobs first, then jobs by ``job_key`` (ascending); a
-        job's ready tasks in DAG order; servers by ``order_fn(view, task, mask)``. Without ``backfill``
-        the first job that does not fit blocks everything behind it."""
+        job's ready tasks in DAG order; servers by ``order_fn(view, task, mask)`` through
+        :func:`keep_ps_with_workers`. Without ``backfill`` the first job of the whole queue (candidate or
+        not) that does not fit blocks everything behind it."""
         by_job: dict[int, list[Task]] = {}
         for t in cands.place:
             if t.tid not in self._touched:
                 by_job.setdefault(t.job.jid, []).append(t)
         jobs = [view.job(j) for j in by_job]
+        if not backfill:
+            # the head of the whole queue blocks, shown or not: the env's window shows only the jobs whose next
+            # task fits a destination now, and a job that does not fit is exactly the one that must block
+            jobs += {t.job.jid: t.job for t in view.ready_tasks()
+                     if t.job.jid not in by_job and t.tid not in self._touched}.values()
         jobs.sort(key=lambda j: (j.n_placed == 0, job_key(j), j.jid))
         for job in jobs:
-            if not self.fits(view, job, mode, cands.servers):
+            if job.jid not in by_job or not self.fits(view, job, mode, cands.servers):
                 if not backfill:
                     return
                 continue
             for t in sorted(by_job[job.jid], key=lambda t: t.tid):
                 mask = restrict(server_mask(view, t, mode), cands.servers)
-                for s in order_fn(view, t, mask):
+                for s in keep_ps_with_workers(view, t, order_fn(view, t, mask), mode):
                     yield Command("place", t.tid, s)
 
 

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from clustergym.core.engine import Simulator
 
 from .base import (Candidates, Command, Policy, comm_to_servers, ideal_host_order, ideal_task_choice, job_fits,
-                   restrict, server_mask)
+                   keep_ps_with_workers, restrict, server_mask)
 
 
 def loss_ratio(job: Job, iters: float | None = None) -> tuple[int, float]:
@@ -161,7 +161,8 @@ class MLFH(Policy):
             mask &= ~view.overloaded
         if moving:
             mask[task.server] = False
-        return ideal_host_order(view, task, mask, util)
+        return keep_ps_with_workers(view, task, ideal_host_order(view, task, mask, util), mode,
+                                    self.threshold(view))
 
     def _placements(self, view: ClusterView, cands: Candidates, util) -> Iterator[Command]:
         tasks = [t for t in cands.place if t.tid not in self._touched]

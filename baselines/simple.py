@@ -60,13 +60,14 @@ class Random(Policy):
 
     Through the env it samples uniformly among the actions the mask allows (end-of-round included). At
     core level it samples uniformly among every valid (task, server) placement, (task, server) migration
-    and requeue of the view plus "end the round"."""
+    and requeue of the view plus "end the round". It has no server order (so it does not go through
+    :func:`~clustergym.baselines.base.keep_ps_with_workers`): it is the uniform reference."""
 
     name = "random"
     source = "uniform random over valid actions (sanity baseline)"
     uniform_over_mask = True
     seed: int = 0
-    core_window: int = 16  # core level only: the first tasks of the view considered (like the env's window)
+    core_window: int | None = None  # core level only: at most this many of the view's tasks (None: all)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -74,7 +75,7 @@ class Random(Policy):
 
     def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
         opts: list[Command | None] = [None]
-        for t in cands.place[: self.core_window]:
+        for t in cands.place[: self.core_window]:  # [:None] is the whole list
             for s in np.flatnonzero(restrict(server_mask(view, t, "fit"), cands.servers)):
                 opts.append(Command("place", t.tid, int(s)))
         for t in cands.migrate[: self.core_window]:

@@ -93,12 +93,15 @@ class EnvConfig:
       action under "penalty". ``vector_reward``: the step reward is the objective vector g (float32)
       instead of ``beta . g``, and the env carries ``reward_space``/``reward_dim`` (the MO-Gymnasium
       convention; ``info["scalar_reward"]`` keeps ``beta . g`` plus any penalty).
-    Observation
-      ``window_size`` (W task rows), ``rows_per_job`` (cap on one job's rows in the window; None = no cap),
+    Observation and actions (the row rule: :mod:`clustergym.window`)
+      ``window_size`` (W rows; 64, so the whole queue of a contended 80-GPU cluster fits, docs/env.md),
+      ``rows_per_job`` (cap on one job's waiting rows; 1 = one row per waiting job; None = no cap),
       ``migrate_rows`` (cap on migration-candidate rows, so tasks on overloaded servers cannot fill the
       window and starve the queue of a policy that does not migrate; None = no cap),
-      ``preemption`` (offer running jobs as preemption rows whose "back to the queue" action suspends the
-      whole job; off by default, as in MLFS's action space), ``preempt_rows`` (at most that many such rows),
+      ``preemption`` (running-job rows' "back to the queue" action suspends the whole job, while tasks
+      wait; on, so preemptive policies such as Tiresias can act), ``running_rows`` (at most that many
+      running-job rows; None = no cap), ``stop_option_actions`` (three columns per row that change the row's
+      job's stopping rule, MLFS §3.5, under ``Simulator.stop_option_error``),
       ``n_destinations`` (K server columns), ``max_gpus_per_server`` (width of the
       per-GPU load matrix; None = the cluster's largest server), ``loss_history`` (recent loss reductions per job).
     Episode
@@ -141,11 +144,12 @@ class EnvConfig:
     invalid_action: str = "penalty"
     invalid_penalty: float = -0.1
     vector_reward: bool = False
-    window_size: int = 16
-    rows_per_job: int | None = 4
+    window_size: int = 64
+    rows_per_job: int | None = 1
     migrate_rows: int | None = 8
-    preemption: bool = False
-    preempt_rows: int | None = 4
+    preemption: bool = True
+    running_rows: int | None = 16
+    stop_option_actions: bool = True
     n_destinations: int = 20
     max_gpus_per_server: int | None = None
     loss_history: int = 3
@@ -173,7 +177,7 @@ class EnvConfig:
                               ("invalid_action", ("raise", "penalty"))):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}", name)
-        for name in ("vector_reward", "preemption", "allow_empty_episode"):
+        for name in ("vector_reward", "preemption", "stop_option_actions", "allow_empty_episode"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}", name)
         if not isinstance(self.cluster, str):
@@ -197,7 +201,8 @@ class EnvConfig:
                 setattr(self, name, _number(name, getattr(self, name), lo=0.0, lo_open=True))
         if self.load is not None and self.workload == "generator":
             raise ConfigError("load sets the offered load of trace windows (workload='philly'); a generated "
-                              "workload takes generator.load", "load")
+                              "workload takes generator.load (pass load=None to a registered scenario that sets "
+                              "load)", "load")
         if self.load is not None and self.window_jobs < 2:
             raise ConfigError(f"load needs window_jobs >= 2 (an offered load needs two arrivals), got "
                               f"{self.window_jobs}", "load")
@@ -226,13 +231,14 @@ class EnvConfig:
         """Window rows, destination columns and history lengths; the action space stays within MAX_ACTIONS."""
         self.window_size = _integer("window_size", self.window_size, 1)
         self.n_destinations = _integer("n_destinations", self.n_destinations, 1)
-        n_actions = self.window_size * (self.n_destinations + 1) + 1
+        columns = self.n_destinations + 1 + (3 if self.stop_option_actions else 0)
+        n_actions = self.window_size * columns + 1
         if n_actions > MAX_ACTIONS:
-            raise ConfigError(f"window_size x (n_destinations + 1) + 1 = {n_actions} actions exceeds {MAX_ACTIONS}",
+            raise ConfigError(f"window_size x {columns} columns + 1 = {n_actions} actions exceeds {MAX_ACTIONS}",
                               "window_size")
         self.rows_per_job = _integer("rows_per_job", self.rows_per_job, 1, none_ok=True)
         self.migrate_rows = _integer("migrate_rows", self.migrate_rows, 0, none_ok=True)
-        self.preempt_rows = _integer("preempt_rows", self.preempt_rows, 1, none_ok=True)
+        self.running_rows = _integer("running_rows", self.running_rows, 0, none_ok=True)
         self.max_gpus_per_server = _integer("max_gpus_per_server", self.max_gpus_per_server, 1, none_ok=True)
         self.loss_history = _integer("loss_history", self.loss_history, 1, MAX_HISTORY)
 

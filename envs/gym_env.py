@@ -24,7 +24,8 @@ __all__ = ["ClusterEnv", "InvalidAction"]
 
 
 class ClusterEnv(gym.Env):
-    """A GPU cluster running DAG-structured training jobs; the agent places, migrates, requeues and preempts tasks.
+    """A GPU cluster running DAG-structured training jobs; the agent places, migrates, requeues and preempts
+    tasks and changes jobs' stopping rules.
 
     .. code-block:: python
 
@@ -50,17 +51,22 @@ class ClusterEnv(gym.Env):
     nothing but "end round" (nothing in the window fits any destination, no migration candidate is left),
     the env ends the round by itself and keeps advancing, so the agent never sees a state without a choice
     (except the terminal observation). A task placed, migrated or requeued in a round (every task of a
-    preempted job) is not a candidate for another move in that round (no ping-pong), so every round is finite.
+    preempted job) is not a candidate for another move in that round (no ping-pong), a job with such a task is
+    not preempted in it, and a job's stopping rule changes at most once per round, so every round is finite.
 
-    **The window** (:class:`clustergym.window.Window`, ``env.unwrapped.window``) holds the W task rows and K
+    **The window** (:class:`clustergym.window.Window`, ``env.unwrapped.window``) holds the W rows and K
     destination columns of the current state, the action mask, and the one translation between action
-    indices and simulator commands (``window.command(a)``, ``window.action(cmd)``). Row order: migration
-    candidates first (running tasks on overloaded servers, by server index then task id; at most
-    ``migrate_rows``, default 8, so a policy that does not migrate still sees the queue); with
-    ``preemption=True`` and tasks waiting, up to ``preempt_rows`` preemption candidates (one row per fully
-    placed running job, its first task, most attained GPU service first); then ready waiting tasks
-    (``Task.is_ready()``) that fit at least one destination, in queue order (= arrival order), at most
-    ``rows_per_job`` per job (so one wide job cannot fill the window and hide the others). Destination
+    indices and simulator commands (``window.command(a)``, ``window.action(cmd)``). Rows, in order:
+    migration candidates (running tasks on overloaded servers, by server index then task id; at most
+    ``migrate_rows``, default 8, so a policy that does not migrate still sees the queue); running-job rows
+    (one per fully placed running job that has a valid action: preemption while tasks wait, with
+    ``preemption`` (on by default), or a stop-option change; at most ``running_rows``, default 16); then the
+    waiting jobs: ready waiting tasks (``Task.is_ready()``) that fit at least one destination, in queue
+    order, at most ``rows_per_job`` per job (default 1: one row per waiting job, so with W = 64 a policy
+    reaches every waiting job of a contended 80-GPU cluster). When more qualify than rows remain, partly
+    placed jobs come first and the others are drawn in turn from several orderings (arrival, fewest GPUs,
+    least attained service, earliest deadline; for running jobs the reverse, their natural victims), so the
+    window favours no heuristic's rule (:mod:`clustergym.window`). Destination
     columns: with ``n_servers <= K`` all servers in index order (padding -1); otherwise the K servers closest
     (Euclidean distance of the utilisation vector (gpu, cpu, mem, net)) to MLF-H's ideal virtual host, the
     element-wise minimum utilisation over underloaded servers (MLFS §3.3.2; all servers if none is
@@ -70,8 +76,10 @@ class ClusterEnv(gym.Env):
     in docs/env.md and :mod:`clustergym.observation`):
 
     - ``tasks`` (W, F): one row per window row, zeros for padding rows (``present`` = 0). Columns: task
-      state/time features, task demands and DAG position, the job's urgency, deadline slack, iterations,
-      accuracy and remaining run time (``FIXED_TASK_COLUMNS``: at the same index whatever the configuration),
+      state/time features (``job_row`` = 1 on a running-job row), task demands and DAG position, the job's
+      urgency, deadline slack, iterations, accuracy and remaining run time, its stopping rules (whether the
+      system may change them, the user's option, each option's target, the current option)
+      (``FIXED_TASK_COLUMNS``: at the same index whatever the configuration),
       then the last ``loss_history`` loss reductions normalised as in MLFS Eq. (2):
       ``(l(I-j-1) - l(I-j)) / (l(0) - l(I))``, then the job's model one-hot (over ``model_names()``). Ready
       tasks not shown count in ``global.queue_beyond_window``.
@@ -89,17 +97,21 @@ class ClusterEnv(gym.Env):
       bandwidth term; 0 for padding.
     - ``action_mask`` (n_actions,) int8: the same mask as ``action_masks()``.
 
-    **Action** ``Discrete(W*(K+1)+1)``: ``a = row*(K+1) + col``. ``col < K``: put the row's task on
-    destination ``col`` (a waiting task: ``sim.place`` on the least-loaded GPU with room; a running task:
-    ``sim.migrate``); ``col == K``: back to the queue (``sim.requeue`` for migration rows; ``sim.preempt`` of
-    the whole job for preemption rows, which allow nothing else; not valid for waiting tasks);
-    ``a = W*(K+1)``: end the round. ``step`` takes an integer index (a Python int, a numpy integer or a
-    one-element integer array); anything else raises :class:`InvalidAction`. ``action_masks()`` (bool) is
-    True exactly where: the row is a real candidate and the column a real destination; the task fits by
-    nominal demand (CPU, memory and, except for a PS, GPU memory on one GPU: ``sim.feasible_servers``);
-    dependencies hold (only ready tasks are rows); for migrations the destination is not the task's own server
-    and is not overloaded; ``col == K`` only for migration and preemption rows, and preemption rows allow only
-    ``col == K``; end round always.
+    **Action** ``Discrete(W*C+1)``, ``C = K + 1 + 3`` (``K + 1`` with ``stop_option_actions=False``):
+    ``a = row*C + col``. ``col < K``: put the row's task on destination ``col`` (a waiting task:
+    ``sim.place`` on the least-loaded GPU with room; a migration row: ``sim.migrate``); ``col == K``: back to
+    the queue (``sim.requeue`` for migration rows; ``sim.preempt`` of the whole job for running-job rows;
+    not valid for waiting tasks); ``col == K + 1 + o``: the row's job's stopping rule becomes
+    ``STOP_OPTIONS[o]`` (run-all, opt-stop, requirement; ``sim.set_stop_option``); ``a = W*C``: end the
+    round. ``step`` takes an integer index (a Python int, a numpy integer or a one-element integer array);
+    anything else raises :class:`InvalidAction`. ``action_masks()`` (bool) is True exactly where: the row is
+    a real candidate and the column a real destination; the task fits by nominal demand (CPU, memory and,
+    except for a PS, GPU memory on one GPU: ``sim.feasible_servers``); dependencies hold (only ready tasks
+    are rows); for migrations the destination is not the task's own server and is not overloaded;
+    ``col == K`` on migration rows, and on running-job rows with ``preemption``, tasks waiting and no task
+    of the job moved in this round; a stop option where ``sim.stop_option_error`` allows it (only towards a
+    cheaper option the user allowed, run-all -> opt-stop -> requirement, or back to the user's own) and the
+    job's rule has not changed in this round; end round always.
 
     **Invalid actions.** By default (``invalid_action="penalty"``) an index the mask forbids (or out of
     range) is a no-op: the state does not change, the reward is ``invalid_penalty`` (default -0.1) plus what
@@ -319,7 +331,7 @@ class ClusterEnv(gym.Env):
         sim, w = self.sim, self.window
         while True:
             more = sim.next_decision()
-            w.new_round()
+            w.new_round(sim)
             self._round_actions = 0
             if not more:
                 self._done = True

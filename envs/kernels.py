@@ -4,6 +4,7 @@ A step of :class:`clustergym.gym_env.ClusterEnv` reads a few small arrays (20 se
 numpy calls, which cost about 1 us each in call overhead alone, that was some 65 calls per step plus per-row
 Python; each kernel here does one block of it in a single call: :func:`destinations` (utilisation, ideal-host
 distances, destination columns, free resources), :func:`fit_mask` (the action mask's fit test),
+:func:`first_rows_per_job` (the window's cap on rows per job), :func:`stop_mask` (the stop-option columns),
 :func:`server_features` and :func:`task_window` (observation blocks) and :func:`job_dynamic` (a job's
 dynamic columns).
 
@@ -23,7 +24,10 @@ import math
 import numpy as np
 from numba import njit
 
+from .core.workload import STOP_OPTIONS
+
 _BLOCK = 128  # numpy's pairwise-summation block (PW_BLOCKSIZE)
+N_STOP = len(STOP_OPTIONS)  # the stopping rules a job may use (MLFS §3.5), one-hot in its dynamic columns
 
 
 @njit(cache=True)
@@ -190,6 +194,50 @@ def fit_mask(tids, demand, free, k, eps, n_mig, n_over, task_server, over, dest,
 
 
 @njit(cache=True)
+def first_rows_per_job(fits, tids, offset, job_of_task, cap, counts):
+    """The candidate rows a window shows when each job may have at most ``cap`` rows: in row order, the rows
+    ``r`` with ``fits[r]`` whose job (``job_of_task[tids[offset + r]]``, an index into ``counts``) has fewer
+    than ``cap`` rows kept so far. Returns their indices (into ``fits``). ``counts`` is scratch of at least
+    (largest job index + 1) zeros, left zeroed on return."""
+    n = fits.shape[0]
+    keep = np.empty(n, np.int64)
+    m = 0
+    for r in range(n):
+        if fits[r]:
+            j = job_of_task[tids[offset + r]]
+            if counts[j] < cap:
+                counts[j] += 1
+                keep[m] = r
+                m += 1
+    for i in range(m):
+        counts[job_of_task[tids[offset + keep[i]]]] = 0
+    return keep[:m]
+
+
+@njit(cache=True)
+def stop_mask(row_tids, job_of_task, cur, table, changed_round, rnd, mask_stop, missing):
+    """The stop-option columns of the mask: row ``r`` (task ``row_tids[r]``, job ``j = job_of_task[...]``)
+    allows option ``o`` when bit ``o`` of ``table[j, cur[j]]`` is set (the options the simulator's rule
+    allows a job whose current option is ``cur[j]``, filled by the caller) and the job's rule did not change
+    in this round (``changed_round[j] != rnd``). A job whose table entry is still unknown (-1) is written to
+    ``missing`` and its row left alone; returns how many (the caller fills them and calls again)."""
+    n_missing = 0
+    n_opt = mask_stop.shape[1]
+    for r in range(row_tids.shape[0]):
+        j = job_of_task[row_tids[r]]
+        code = table[j, cur[j]]
+        if code < 0:
+            missing[n_missing] = j
+            n_missing += 1
+            continue
+        if changed_round[j] == rnd:
+            code = 0
+        for o in range(n_opt):
+            mask_stop[r, o] = (code >> o) & 1 == 1
+    return n_missing
+
+
+@njit(cache=True)
 def server_features(dest, k, U, free, gmax, idle_gpus, overloaded, dist, n_gpus_f, nic_f, type_onehot, gpu_load,
                     first_gpu, n_gpus, servers, gpu_loads):
     """The observation's ``servers`` (K, 20) and ``gpu_loads`` (K, G) rows of the k destinations.
@@ -296,10 +344,13 @@ def _cap1(x):
 
 @njit(cache=True)
 def job_dynamic(job_rows, row, now, ts, submit, deadline, max_iters, iters, rate, last_update, paused_until,
-                target, n_placed, n_tasks, waiting_time, running_time, mean_iter_time, curve_x, curve_loss,
-                curve_acc, n_red):
+                target, n_placed, n_tasks, waiting_time, running_time, mean_iter_time, stop_idx, curve_x,
+                curve_loss, curve_acc, n_red):
     """A job's dynamic observation columns (``observation.JOB_DYNAMIC_HEAD`` then ``n_red`` loss reductions)
     into ``job_rows[row]``.
+
+    The head's last ``N_STOP`` columns are the one-hot of the job's current stopping rule (``stop_idx``, its
+    index in ``STOP_OPTIONS``); the loss reductions follow them.
 
     ``rate`` > 0 only for a fully placed active job: its progress since max(last update, pause end) is
     extrapolated to ``now``. Loss reductions follow MLFS Eq. (2): ``(l(I-j-1) - l(I-j)) / (l(0) - l(I))`` at the
@@ -337,9 +388,11 @@ def job_dynamic(job_rows, row, now, ts, submit, deadline, max_iters, iters, rate
     out[8] = _sq(running_time / ts)
     # remaining iterations x the model's iteration time averaged over the cluster's GPUs (MLF-H's r_k)
     out[9] = _sq((left if left > 0.0 else 0.0) * mean_iter_time / ts)
+    for o in range(N_STOP):
+        out[10 + o] = 1.0 if o == stop_idx else 0.0
     for j in range(n_red):
         red = 0.0
         if i >= 1 and total > 0 and j < i:  # iteration i - j >= 1
             v = (lv[j + 1] - lv[j]) / total
             red = _cap1(v if v > 0.0 else 0.0)
-        out[10 + j] = red
+        out[10 + N_STOP + j] = red

@@ -15,15 +15,22 @@ from gymnasium import spaces
 from . import kernels
 from .core.job import JOB_ACTIVE
 from .core.state import GPU_TYPE_ORDER
+from .core.workload import STOP_OPTIONS
 
 # ---------------------------------------------------------------- task rows (W x F_task)
 TASK_STATIC = ("is_ps", "gpu_mem_demand", "gpu_util_demand", "cpu_demand", "mem_demand", "partition_share",
                "dag_children", "dag_depth", "state_size")
-TASK_DYNAMIC = ("present", "is_running", "task_waiting_time", "task_running_time", "on_overloaded_server")
+TASK_DYNAMIC = ("present", "is_running", "task_waiting_time", "task_running_time", "on_overloaded_server",
+                "job_row")
+_OPT = tuple(o.replace("-", "_") for o in STOP_OPTIONS)  # run_all, opt_stop, requirement
+# the job's stopping rules (MLFS §3.5): whether the system may change it, the user's own option (one-hot) and
+# each option's target as a fraction of max_iterations; the current option is a dynamic one-hot
 JOB_STATIC_TAIL = ("urgency", "max_iterations", "batch_size", "data_size", "n_tasks", "sync_ps",
-                   "accuracy_requirement", "job_index")
+                   "accuracy_requirement", "job_index", "stop_changeable") + tuple(
+    f"own_stop_{o}" for o in _OPT) + tuple(f"target_{o}" for o in _OPT)
 JOB_DYNAMIC_HEAD = ("age", "deadline_slack", "progress", "finished_iterations", "target_progress",
-                    "placed_share", "accuracy", "job_waiting_time", "job_running_time", "remaining_time")
+                    "placed_share", "accuracy", "job_waiting_time", "job_running_time", "remaining_time") + tuple(
+    f"stop_{o}" for o in _OPT)
 
 SERVER_COLUMNS = ("present", "util_gpu", "util_cpu", "util_mem", "util_net", "free_gpu_mem", "free_cpu",
                   "free_mem", "n_gpus", "idle_gpus", "overloaded", "nic", "ideal_distance") + tuple(
@@ -153,6 +160,9 @@ class ObservationBuilder:
             1.0 if s.sync == "ps" else 0.0,
             s.accuracy_requirement,
             self._job_index[job] / self.n_jobs,  # the job's position in the episode (arrival order)
+            1.0 if s.stop_changeable else 0.0,
+            *(1.0 if o == s.stop_option else 0.0 for o in STOP_OPTIONS),
+            *(job.target_for(o) / s.max_iterations for o in STOP_OPTIONS),
         ), np.float32)
 
     def _curve(self, job) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -180,12 +190,13 @@ class ObservationBuilder:
         rate = job.rate if job.n_placed == n_tasks and job.state == JOB_ACTIVE else 0.0
         kernels.job_dynamic(self._job_rows, row, now, self.ts, submit, deadline, maxit, job.iters, rate,
                             job.last_update, job.paused_until, job.target_iters, job.n_placed, n_tasks,
-                            job.waiting_time, job.running_time, mean_it, cx, closs, cacc, self.H)
+                            job.waiting_time, job.running_time, mean_it, STOP_OPTIONS.index(job.stop_option),
+                            cx, closs, cacc, self.H)
         self._job_keys[row] = key
 
     def _task_rows(self, sim, candidates, kinds, rows, dest: np.ndarray, k: int) -> tuple:
-        """The ``tasks`` and ``affinity`` arrays of the candidate ``rows``, and how many of them run (migration or
-        preemption candidates)."""
+        """The ``tasks`` and ``affinity`` arrays of the candidate ``rows``, and how many of them run (migration
+        candidates and running-job rows)."""
         now, ts, W = sim.now, self.ts, self.W
         over = sim.cluster.overloaded
         n_mig = 0
@@ -200,21 +211,23 @@ class ObservationBuilder:
             if job is not prev_job:
                 prev_job = job
                 j = job_index[job]
-                # everything the job's dynamic columns depend on besides its spec: a placement, pause or
-                # progress update inside a decision round (same `now`) must not serve the stale row
-                key = (now, job.n_placed, job.iters, job.last_update, job.paused_until, job.state)
+                # everything the job's dynamic columns depend on besides its spec: a placement, pause, progress
+                # update or stopping-rule change inside a decision round (same `now`) must not serve a stale row
+                key = (now, job.n_placed, job.iters, job.last_update, job.paused_until, job.state, job.stop_option)
                 if job_keys[j] != key:
                     self._refresh_job_row(job, j, key, now)
             # sq() inlined (x / (1 + x), 0 for x <= 0): a handful of calls per row add up
-            if kinds[r] != "place":  # running: a migration or preemption candidate
+            kind = kinds[r]
+            if kind != "place":  # running: a migration candidate or a running-job row
                 n_mig += 1
                 w = task.waited / ts
                 x = (now - task.placed_at) / ts
                 vals += (r, task.tid, j, 1.0, 1.0, w / (1.0 + w) if w > 0 else 0.0,
-                         x / (1.0 + x) if x > 0 else 0.0, 1.0 if over[task.server] else 0.0)
+                         x / (1.0 + x) if x > 0 else 0.0, 1.0 if over[task.server] else 0.0,
+                         1.0 if kind == "running" else 0.0)
             else:
                 w = (task.waited + now - task.queued_since) / ts
-                vals += (r, task.tid, j, 1.0, 0.0, w / (1.0 + w) if w > 0 else 0.0, 0.0, 0.0)
+                vals += (r, task.tid, j, 1.0, 0.0, w / (1.0 + w) if w > 0 else 0.0, 0.0, 0.0, 0.0)
         # affinity (W, K): share of the row task's DAG neighbours (parents, children, its PS) running on each
         # destination -- the pair feature behind MLF-H's bandwidth term and MLFS's bandwidth objective
         T, A = kernels.task_window(self._static_rows, self._job_rows, np.array(vals, np.float64), W, self.n_dyn,

@@ -6,31 +6,54 @@ command and decision point (:meth:`Window.build`), executes ``window.command(a)`
 reports ``window.why_invalid(a)`` for a masked-out one; the heuristic adapter maps its preferred commands to
 actions with ``window.action(cmd)``; behaviour cloning maps actions back with ``window.command(a)``.
 
-Action layout: ``a = row * (K + 1) + col`` for ``row < W``, ``col <= K``; ``a = W * (K + 1)`` ends the round.
+Action layout: ``C = K + 1 + N`` columns per row, ``N = len(STOP_OPTIONS)`` (3) with ``stop_options`` and
+0 without; ``a = row * C + col`` for ``row < W``, ``col < C``; ``a = W * C`` ends the round.
 
-==============  ======================================  ======================================
-row kind        ``col < K`` (destination ``col``)       ``col == K``
-==============  ======================================  ======================================
-``"place"``     ``Command("place", tid, server)``       not allowed
-``"migrate"``   ``Command("migrate", tid, server)``     ``Command("requeue", tid)``
-``"preempt"``   not allowed                             ``Command("preempt", tid, None, jid)``
-==============  ======================================  ======================================
+=============  ===================================  ====================================  =================================
+row kind       ``col < K`` (destination ``col``)    ``col == K``                          ``col == K + 1 + o``
+=============  ===================================  ====================================  =================================
+``"place"``    ``Command("place", tid, server)``    not allowed                           ``Command("stop-option", jid=j,
+                                                                                          option=STOP_OPTIONS[o])``
+``"migrate"``  ``Command("migrate", tid, server)``  ``Command("requeue", tid)``           the same, on the row's job
+``"running"``  not allowed                          ``Command("preempt", tid, None, j)``  the same, on the row's job
+=============  ===================================  ====================================  =================================
 
-(``tid`` is the row's task; a preemption row shows its job's first task and preempts the whole job.)
+(``tid`` is the row's task and ``j`` its job; a running-job row shows its job's first task and its "back to
+the queue" preempts the whole job.)
+
+Which rows, in order (:meth:`Window.build`):
+
+1. ``"migrate"``: running tasks on overloaded servers not moved in this round, by server index then task id;
+   at most ``migrate_rows``.
+2. ``"running"`` (with ``preemption`` or ``stop_options``): one row per fully placed running job not already
+   a migration row, if it has a valid action (preemption: on, tasks waiting and no task of the job moved in
+   this round; or a stop-option change); at most ``running_rows``.
+3. ``"place"``: ready waiting tasks that fit some destination, in queue order, at most ``rows_per_job`` per
+   job (default 1: one row per waiting job, its first ready task that fits).
+
+**Overflow.** When more candidates qualify than rows remain, the rows are drawn so that no ordering rule of a
+heuristic is favoured: waiting jobs whose gang is already partly placed come first (every policy completes a
+started gang, and the engine strands its slots otherwise), then jobs are taken in turn from four orderings,
+:data:`WAITING_ORDERS` (arrival, fewest GPUs, least attained GPU service, earliest deadline), skipping jobs
+already taken; running-job rows likewise from :data:`RUNNING_ORDERS` (most attained GPU service, latest
+arrival, most GPUs, latest deadline: the natural victims of those rules). The rows drawn are shown in queue
+(running jobs: submission) order.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
 from . import kernels
 from .core.commands import Command
+from .core.progress import running_time_at
 from .core.resources import FIT_EPS  # the admission rule's float allowance: the mask's fit test uses the same
+from .core.workload import STOP_OPTIONS
 
 if TYPE_CHECKING:
     from .core.engine import Simulator
-    from .core.job import Task
+    from .core.job import Job, Task
 
 class InvalidAction(ValueError):
     """An action the env cannot take: not an integer index, out of range, or masked out (the message names the
@@ -55,44 +78,95 @@ def action_index(action: Any) -> int:
                         f"one-element integer array)")
 
 
+# ---------------------------------------------------------------------- neutral orderings for the overflow
+def _service(job: "Job", now: float) -> float:
+    """Attained GPU service: GPUs x time the job has progressed (Tiresias' 2D measure)."""
+    return running_time_at(job, now) * job.spec.n_gpus
+
+
+WAITING_ORDERS: tuple[Callable[["Job", float], tuple], ...] = (
+    lambda j, now: (j.spec.submit_time, j.jid),                                  # arrival
+    lambda j, now: (j.spec.n_gpus, j.spec.submit_time, j.jid),                   # fewest GPUs
+    lambda j, now: (_service(j, now), j.spec.submit_time, j.jid),                # least attained service
+    lambda j, now: (j.spec.deadline, j.spec.submit_time, j.jid),                 # earliest deadline
+)
+RUNNING_ORDERS: tuple[Callable[["Job", float], tuple], ...] = (
+    lambda j, now: (-_service(j, now), -j.spec.submit_time, -j.jid),             # most attained service
+    lambda j, now: (-j.spec.submit_time, -j.jid),                                # latest arrival
+    lambda j, now: (-j.spec.n_gpus, -j.spec.submit_time, -j.jid),                # most GPUs
+    lambda j, now: (-j.spec.deadline, -j.spec.submit_time, -j.jid),              # latest deadline
+)
+
+
+def round_robin(jobs: Iterable["Job"], orders: Iterable[Callable[["Job", float], tuple]], now: float,
+                n: int) -> list["Job"]:
+    """Up to ``n`` of ``jobs``, taken in turn from each ordering (sort keys ``order(job, now)``), each turn the
+    first job of that ordering not taken yet: every ordering's head jobs are in, none dominates."""
+    jobs = list(jobs)
+    ranked = [sorted(jobs, key=lambda j, o=o: o(j, now)) for o in orders]
+    pos = [0] * len(ranked)
+    taken: set[int] = set()
+    out: list = []
+    while len(out) < n:
+        moved = False
+        for i, r in enumerate(ranked):
+            p = pos[i]
+            while p < len(r) and r[p].jid in taken:
+                p += 1
+            pos[i] = p
+            if p < len(r):
+                taken.add(r[p].jid)
+                out.append(r[p])
+                moved = True
+                if len(out) == n:
+                    break
+        if not moved:
+            break
+    return out
+
+
+_N_STOP = len(STOP_OPTIONS)
+_OPTION_INDEX = {o: i for i, o in enumerate(STOP_OPTIONS)}
 
 
 class Window:
-    """W task rows by K destination columns, the action mask over them, and encode/decode of actions.
-
-    Rows, in order (the env docstring and docs/env.md give the full rule): migration candidates (running
-    tasks on overloaded servers not moved in this round, by server index then task id; at most
-    ``migrate_rows``); with ``preemption``, up to ``preempt_rows`` preemption candidates (a fully placed
-    running job's first task, most attained GPU service first); then ready waiting tasks that fit some
-    destination, in queue order, at most ``rows_per_job`` per job. Columns: all servers in index order when
-    there are at most K, else the K closest to MLF-H's ideal virtual host.
+    """W rows by C = K + 1 (+ 3 stop options) columns, the action mask over them, and encode/decode of
+    actions (the module docstring gives the layout and the row rule).
 
     State after :meth:`build` (read-only for callers):
 
-    - ``tasks``: the Task of each row, None for padding; ``kinds``: ``"place"``/``"migrate"``/``"preempt"``
+    - ``tasks``: the Task of each row, None for padding; ``kinds``: ``"place"``/``"migrate"``/``"running"``
       or None per row; ``destinations``: the server id of each column, -1 for padding (``dest`` is the same
       as an int64 array, ``k`` the number of real columns);
     - ``mask`` (bool, ``n_actions``): the valid actions (see :meth:`why_invalid` for the rule);
       ``can_act``: some action other than "end round" is valid;
     - for the observation: ``utilisation`` (S, 4) per server (GPU, CPU, memory, network; clipped at 2),
       ``ideal_distance`` (S,) to the ideal host, ``free`` (3, K) largest free GPU memory, free CPU and free
-      memory per column, ``overload_degree`` of the cluster, ``queue_beyond`` (ready tasks not shown).
+      memory per column, ``overload_degree`` of the cluster, ``queue_beyond`` (waiting tasks not shown).
     """
 
-    def __init__(self, W: int, K: int, *, rows_per_job: int | None = None, migrate_rows: int | None = None,
-                 preemption: bool = False, preempt_rows: int | None = None):
+    def __init__(self, W: int, K: int, *, rows_per_job: int | None = 1, migrate_rows: int | None = 8,
+                 preemption: bool = True, running_rows: int | None = 16, stop_options: bool = True):
         self.W, self.K = int(W), int(K)
-        self.rows_per_job, self.preemption, self.preempt_rows = rows_per_job, bool(preemption), preempt_rows
+        self.rows_per_job, self.preemption = rows_per_job, bool(preemption)
+        self.n_stop = _N_STOP if stop_options else 0
+        self.C = self.K + 1 + self.n_stop  # columns per row
         self.migrate_cap = self.W if migrate_rows is None else min(self.W, int(migrate_rows))
-        self.n_actions = self.W * (self.K + 1) + 1
+        # running-job rows exist when they have an action: preemption or a stop-option change
+        self.running_cap = (0 if not (self.preemption or self.n_stop)
+                            else self.W if running_rows is None else min(self.W, int(running_rows)))
+        self.n_actions = self.W * self.C + 1
         self.end_round_action = self.n_actions - 1
         self.mask = np.zeros(self.n_actions, bool)
         self.mask[-1] = True  # "end round" is always valid; build() rewrites only the (row, col) part
-        self._mask2 = self.mask[:-1].reshape(self.W, self.K + 1)
+        self._mask2 = self.mask[:-1].reshape(self.W, self.C)
+        self._mask_move = self._mask2[:, :self.K + 1]  # destinations and "back to the queue"
+        self._mask_stop = self._mask2[:, self.K + 1:]  # the stop options
         self.tasks: list = [None] * self.W
         self.kinds: list = [None] * self.W
         self.dest = np.full(self.K, -1, np.int64)
         self._destinations: list[int] | None = None
+        self._lookup: tuple[dict, dict, dict] | None = None
         self.k = 0
         self.can_act = False
         self.queue_beyond = 0
@@ -101,13 +175,17 @@ class Window:
         self.ideal_distance = np.empty(0)
         self.free = np.empty((3, self.K))
         self.touched: set[int] = set()  # tasks placed, moved or requeued in this round: no second move
+        self.touched_jobs: set = set()  # Jobs with such a task, or preempted: not preempted in this round
+        self.option_touched: set[int] = set()  # ids of jobs whose stopping rule changed in this round: not again
+        self._preempt_ok = False
         self._round = 0  # rounds so far (keys the per-round cache of movable tasks)
 
     @classmethod
     def from_config(cls, cfg) -> "Window":
         """The window of an :class:`~clustergym.config.EnvConfig`."""
         return cls(cfg.window_size, cfg.n_destinations, rows_per_job=cfg.rows_per_job,
-                   migrate_rows=cfg.migrate_rows, preemption=cfg.preemption, preempt_rows=cfg.preempt_rows)
+                   migrate_rows=cfg.migrate_rows, preemption=cfg.preemption, running_rows=cfg.running_rows,
+                   stop_options=cfg.stop_option_actions)
 
     # ------------------------------------------------------------------ episode and round
     def reset(self, sim: "Simulator") -> None:
@@ -121,21 +199,56 @@ class Window:
         # (GPU memory, CPU, memory) demand per task for the fit test; -inf GPU memory for a PS (takes no GPU)
         self._demand = np.array([(-np.inf if t.is_ps else t.t.gpu_memory_gb, t.t.cpu_cores, t.t.memory_gb)
                                  for t in sim.tasks], dtype=np.float64).reshape(-1, 3)
+        jobs = sim.jobs
+        n = max(1, len(jobs))
+        self._jobs, self._jidx = jobs, {job: i for i, job in enumerate(jobs)}
+        self._job_of_task = np.array([self._jidx[t.job] for t in sim.tasks], np.int64).reshape(-1)
+        self._counts = np.zeros(n, np.int64)  # scratch of the per-job row cap
+        # stop options (kernels.stop_mask): each job's current rule, the options the simulator's rule allows
+        # per (job, current rule) as bits (-1: not asked yet; it does not change while the job is active),
+        # and the round in which the job's rule last changed
+        self._cur = np.array([_OPTION_INDEX[j.stop_option] for j in jobs] or [0], np.int64)
+        self._stop_table = np.full((n, _N_STOP), -1, np.int64)
+        self._changed = np.full(n, -1, np.int64)
+        self._missing = np.empty(self.W, np.int64)
+        self._codes: dict = {}  # Job -> its stop code in this round (the running rows' Python-side lookup)
+        self._row_tids = np.empty(0, np.int64)
         self._movable: list[tuple[int, int, list]] = [(-1, -1, [])] * S
-        self.touched.clear()
-        self._round = 0
+        self._round = -1
+        self.new_round(sim)
 
-    def new_round(self) -> None:
-        """A new decision round: every task may be moved again."""
+    def new_round(self, sim: "Simulator") -> None:
+        """A new decision round: every task may be moved again, every job's rule changed again. A job's rule
+        changes by a command (recorded by :meth:`touch`) or, between rounds, by a controller (MLF-C): it is
+        read again here."""
         self.touched.clear()
+        self.touched_jobs.clear()
+        self.option_touched.clear()
+        self._codes.clear()
         self._round += 1
+        cur, jidx = self._cur, self._jidx
+        for job in sim.active_jobs.values():
+            cur[jidx[job]] = _OPTION_INDEX[job.stop_option]
 
     def touch(self, sim: "Simulator", cmd: Command) -> None:
-        """Record an executed command: its task (for a preemption, every task of the job) is not offered
-        for another move in this round."""
+        """Record an executed command: its task (for a preemption, every task of the job) is not offered for
+        another move in this round, nor its job for a preemption; after a stop-option change the job's rule
+        is not offered for another change in this round."""
+        if cmd.kind == "stop-option":
+            job = sim.job_by_id[cmd.jid]
+            j = self._jidx[job]
+            self.option_touched.add(cmd.jid)
+            self._codes[job] = 0
+            self._changed[j] = self._round
+            self._cur[j] = _OPTION_INDEX[job.stop_option]
+            return
         if cmd.kind == "preempt":
-            self.touched.update(t.tid for t in sim.job_by_id[cmd.jid].tasks)
+            job = sim.job_by_id[cmd.jid]
+            self.touched.update(t.tid for t in job.tasks)
+            self.touched_jobs.add(job)
+            return
         self.touched.add(cmd.tid)
+        self.touched_jobs.add(sim.tasks[cmd.tid].job)
 
     @property
     def destinations(self) -> list[int]:
@@ -147,10 +260,10 @@ class Window:
 
     # ------------------------------------------------------------------ encode / decode
     def encode(self, row: int, col: int) -> int:
-        """The action index of (row, col); ``col == K`` is "back to the queue"."""
-        if not (0 <= row < self.W and 0 <= col <= self.K):
-            raise ValueError(f"row must be in 0..{self.W - 1} and col in 0..{self.K}, got ({row}, {col})")
-        return row * (self.K + 1) + col
+        """The action index of (row, col); ``col == K`` is "back to the queue", ``K + 1 + o`` stop option o."""
+        if not (0 <= row < self.W and 0 <= col < self.C):
+            raise ValueError(f"row must be in 0..{self.W - 1} and col in 0..{self.C - 1}, got ({row}, {col})")
+        return row * self.C + col
 
     def decode(self, action: int) -> tuple[int, int] | None:
         """(row, col) of an action index, None for "end round"."""
@@ -159,38 +272,62 @@ class Window:
             return None
         if not 0 <= a < self.end_round_action:
             raise InvalidAction(f"action {a} out of range 0..{self.n_actions - 1}")
-        return divmod(a, self.K + 1)
+        return divmod(a, self.C)
 
     def command(self, action: int) -> Command | None:
         """The command an action stands for in the current window (None for "end round"), by the table in
-        the module docstring. Raises :class:`InvalidAction` for a padding row or column or a combination the table
-        leaves out; it does not check the mask (validity is :attr:`mask`'s business)."""
+        the module docstring. Raises :class:`InvalidAction` for a padding row or column or a combination the
+        table leaves out; it does not check the mask (validity is :attr:`mask`'s business)."""
         rc = self.decode(action)
         if rc is None:
             return None
         row, col = rc
         task, kind = self.tasks[row], self.kinds[row]
-        if task is None or kind == "place" and col == self.K or kind == "preempt" and col < self.K:
+        K = self.K
+        if task is None or kind == "place" and col == K or kind == "running" and col < K:
             raise InvalidAction(self.why_invalid(action))
-        if col == self.K:
-            return Command("preempt", task.tid, None, task.job.jid) if kind == "preempt" else Command("requeue",
-                                                                                                     task.tid)
+        if col > K:
+            return Command("stop-option", jid=task.job.jid, option=STOP_OPTIONS[col - K - 1])
+        if col == K:
+            return (Command("preempt", task.tid, None, task.job.jid) if kind == "running"
+                    else Command("requeue", task.tid))
         server = int(self.dest[col])
         if server < 0:
             raise InvalidAction(self.why_invalid(action))
         return Command(kind, task.tid, server)
+
+    def _rows(self) -> tuple[dict, dict, dict]:
+        """(row of each task, running-job row of each job, first row of each job) of the current window."""
+        if self._lookup is None:
+            by_tid: dict[int, int] = {}
+            running: dict[int, int] = {}
+            first: dict[int, int] = {}
+            for r, (t, kind) in enumerate(zip(self.tasks, self.kinds)):
+                if t is None:
+                    continue
+                by_tid.setdefault(t.tid, r)
+                first.setdefault(t.job.jid, r)
+                if kind == "running":
+                    running[t.job.jid] = r
+            self._lookup = (by_tid, running, first)
+        return self._lookup
 
     def action(self, cmd: Command) -> int | None:
         """The action index of ``cmd`` in the current window, or None if the window has no such action (its
         task or job is not a row of the matching kind, or its server is not a destination column). The
         inverse of :meth:`command`; validity is the mask's business."""
         kind = cmd.kind
+        by_tid, running, first = self._rows()
+        if kind == "stop-option":
+            row = first.get(cmd.jid)
+            if row is None or not self.n_stop or cmd.option not in STOP_OPTIONS:
+                return None
+            return self.encode(row, self.K + 1 + STOP_OPTIONS.index(cmd.option))
         if kind == "preempt":
-            row = next((r for r, (t, k) in enumerate(zip(self.tasks, self.kinds))
-                        if k == "preempt" and t.job.jid == cmd.jid), None)
+            row = running.get(cmd.jid)
             return None if row is None else self.encode(row, self.K)
         want = "migrate" if kind == "requeue" else kind
-        row = next((r for r, t in enumerate(self.tasks) if t is not None and t.tid == cmd.tid), None)
+        row = by_tid.get(cmd.tid)
         if row is None or self.kinds[row] != want:
             return None
         if kind == "requeue":
@@ -204,21 +341,36 @@ class Window:
     def why_invalid(self, action: int, sim: "Simulator | None" = None) -> str:
         """Why ``action`` is not allowed now (the mask's rule in words, for :class:`InvalidAction` and
         ``info["invalid_action"]``). With ``sim``, a destination the task does not fit is explained by the
-        simulator's ``fit_reason``."""
+        simulator's ``fit_reason`` and a stop option by its ``stop_option_error``."""
         a = action_index(action)
         if not 0 <= a < self.n_actions:
             return f"action {a} out of range 0..{self.n_actions - 1}"
-        row, col = divmod(a, self.K + 1)
+        row, col = divmod(a, self.C)
         head = f"action {a} (row {row}, col {col})"
         task = self.tasks[row]
         if task is None:
             return f"{head}: row {row} is padding (only {sum(t is not None for t in self.tasks)} candidate rows)"
         kind = self.kinds[row]
-        head += f", task {task.tid} of job {task.job.jid} ({kind})"
+        jid = task.job.jid
+        head += f", task {task.tid} of job {jid} ({kind})"
+        if col > self.K:
+            option = STOP_OPTIONS[col - self.K - 1]
+            if jid in self.option_touched:
+                return f"{head}: job {jid}'s stopping rule was already changed in this round"
+            reason = sim.stop_option_error(jid, option) if sim is not None else None
+            return f"{head}: stop option {option!r}: {reason or 'not allowed by the mask'}"
         if col == self.K:
-            return f"{head}: 'back to the queue' is only for migration and preemption rows (running tasks)"
-        if kind == "preempt":
-            return f"{head}: a preemption row allows only 'back to the queue' (col {self.K})"
+            if kind == "place":
+                return f"{head}: 'back to the queue' is only for migration and running-job rows (running tasks)"
+            if kind == "running":
+                if not self.preemption:
+                    return f"{head}: preemption is off (EnvConfig.preemption)"
+                if task.job in self.touched_jobs:
+                    return f"{head}: a task of job {jid} was placed or moved in this round"
+                return f"{head}: no task is waiting, preempting would free GPUs for nobody"
+            return f"{head}: not allowed by the mask"
+        if kind == "running":
+            return f"{head}: a running-job row allows only preemption (col {self.K}) and stop options"
         server = int(self.dest[col])
         if server < 0:
             return f"{head}: destination column {col} is padding"
@@ -244,6 +396,7 @@ class Window:
             c.net_mbps, c.net_cap_mbps, c.overloaded, sim.n_overloaded, c.server_max_free_gpu_mem, c.cpu_alloc,
             c.mem_alloc, self._gpu_scratch, self.utilisation, self.ideal_distance, self.dest, self.free)
         self._destinations = None  # the list is made when first read (the env's own step does not need it)
+        self._lookup = None
         self.k = k
         self._mask2.fill(False)
         tasks: list = [None] * self.W
@@ -251,14 +404,54 @@ class Window:
         n_rows = n_place = 0
         if not empty:
             rows, n_over = self._migration_rows(sim) if sim.n_overloaded and self.migrate_cap else ([], 0)
-            n_mig = n_over + self._preemption_rows(sim, rows) if self.preemption else n_over
+            n_mig = n_over + self._running_rows(sim, rows) if self.running_cap else n_over
             if n_mig < self.W and sim.queue:
                 rows.extend([t for t in sim.queue.values() if t.is_ready()])
             if rows:
                 n_rows, n_place = self._fill(sim, rows, n_mig, n_over, tasks, kinds)
+                if n_mig > n_over:  # running-job rows: "back to the queue" preempts, if allowed
+                    pre, touched = self._preempt_ok, self.touched_jobs
+                    self._mask_move[n_over:n_mig, self.K] = [pre and t.job not in touched
+                                                             for t in tasks[n_over:n_mig]]
+                if self.n_stop:
+                    self._write_stop_mask(sim)
         self.tasks, self.kinds = tasks, kinds
-        self.can_act = n_rows > 0  # == mask[:-1].any(): every row filled allows at least one action
+        self.can_act = n_rows > 0  # == mask[:-1].any(): every row shown allows at least one action
         self.queue_beyond = len(sim.queue) - n_place
+
+    def _ask_rule(self, sim: "Simulator", j: int) -> int:
+        """The options job ``j`` (an index of ``sim.jobs``) may move to from its current one, as bits (bit o:
+        ``STOP_OPTIONS[o]``), by the simulator's rule (``Simulator.stop_option_error``); kept in the table."""
+        jid = self._jobs[j].jid
+        code = sum(1 << o for o, opt in enumerate(STOP_OPTIONS) if sim.stop_option_error(jid, opt) is None)
+        self._stop_table[j, self._cur[j]] = code
+        return code
+
+    def _stop_code(self, sim: "Simulator", job: "Job") -> int:
+        """The stop options ``job`` may move to now, as bits: none after a change in this round (kept per
+        round: within a round a job's rule changes only by a command, which :meth:`touch` records)."""
+        code = self._codes.get(job)
+        if code is None:
+            j = self._jidx[job]
+            if self._changed[j] == self._round:
+                code = 0
+            else:
+                code = int(self._stop_table[j, self._cur[j]])
+                if code < 0:
+                    code = self._ask_rule(sim, j)
+            self._codes[job] = code
+        return code
+
+    def _write_stop_mask(self, sim: "Simulator") -> None:
+        """The stop-option columns of the shown rows (:func:`clustergym.kernels.stop_mask`), asking the
+        simulator's rule for the (job, current option) pairs not met before."""
+        args = (self._row_tids, self._job_of_task, self._cur, self._stop_table, self._changed, self._round,
+                self._mask_stop, self._missing)
+        missing = kernels.stop_mask(*args)
+        if missing:
+            for j in set(self._missing[:missing].tolist()):
+                self._ask_rule(sim, j)
+            kernels.stop_mask(*args)
 
     def _migration_rows(self, sim: "Simulator") -> tuple[list, int]:
         """The running tasks of overloaded servers not moved in this round, by server then task id, capped."""
@@ -277,29 +470,29 @@ class Window:
                 break
         return rows, len(rows)
 
-    def _preemption_rows(self, sim: "Simulator", rows: list) -> int:
-        """Append one row per fully placed running job (its first task), most attained GPU service first
-        (the natural victims of least-attained-service policies), then job id; returns how many."""
-        if not (sim.queue and len(rows) < self.W):
+    def _running_rows(self, sim: "Simulator", rows: list) -> int:
+        """Append one row per fully placed running job with a valid action (not already a migration row; its
+        first task), at most ``running_rows`` (the overflow drawn by :func:`round_robin`); returns how many."""
+        self._preempt_ok = pre = self.preemption and bool(sim.queue)
+        room = min(self.W - len(rows), self.running_cap)
+        if room <= 0:
             return 0
-        cap = min(self.W - len(rows), self.preempt_rows or self.W)
-        seen = {t.job.jid for t in rows}
-        touched = self.touched
-        n = 0
-        for job in sorted(sim.active_jobs.values(), key=_attained):
-            if job.jid in seen or not job.fully_placed or any(t.tid in touched for t in job.tasks):
-                continue
-            rows.append(job.tasks[0])
-            n += 1
-            if n >= cap:
-                break
-        return n
+        seen = {t.job for t in rows} if rows else ()
+        touched, stop, code = self.touched_jobs, self.n_stop, self._stop_code
+        jobs = [j for j in sim.active_jobs.values()
+                if j.n_placed == len(j.tasks) and j not in seen
+                and (pre and j not in touched or stop and code(sim, j))]
+        if len(jobs) > room:
+            keep = {j.jid for j in round_robin(jobs, RUNNING_ORDERS, sim.now, room)}
+            jobs = [j for j in jobs if j.jid in keep]
+        rows.extend([j.tasks[0] for j in jobs])
+        return len(jobs)
 
     def _fill(self, sim: "Simulator", rows: list, n_mig: int, n_over: int, tasks: list, kinds: list
               ) -> tuple[int, int]:
         """Fit-test every candidate against the destinations, write the mask and the shown rows (running
-        rows first, then the waiting tasks that fit somewhere, at most ``rows_per_job`` per job). Returns
-        (rows shown, waiting rows shown)."""
+        rows first, then the waiting tasks that fit somewhere, at most ``rows_per_job`` per job, the overflow
+        drawn by :meth:`_overflow`). Returns (rows shown, waiting rows shown)."""
         W, K, k = self.W, self.K, self.k
         n = len(rows)
         ok = self._ok
@@ -307,40 +500,54 @@ class Window:
             ok = self._ok = np.empty((2 * n, K + 1), bool)
         tids = np.array([t.tid for t in rows], np.int64)
         n_fit = kernels.fit_mask(tids, self._demand, self.free, k, FIT_EPS, n_mig, n_over, sim.task_server,
-                                 sim.cluster.overloaded, self.dest, self._mask2, ok)
+                                 sim.cluster.overloaded, self.dest, self._mask_move, ok)
         if n_mig:
             tasks[:n_mig] = rows[:n_mig]
-            kinds[:n_mig] = ["migrate"] * n_over + ["preempt"] * (n_mig - n_over)
+            kinds[:n_mig] = ["migrate"] * n_over + ["running"] * (n_mig - n_over)
         if not n_fit:
+            self._row_tids = tids[:n_mig]
             return n_mig, 0
-        sel = ok[n_mig:n, k].nonzero()[0].tolist()
+        fits = ok[n_mig:n, k]
+        if self.rows_per_job:  # at most `rows_per_job` rows per job, so one wide gang cannot fill the window
+            sel = kernels.first_rows_per_job(fits, tids, n_mig, self._job_of_task, self.rows_per_job,
+                                             self._counts).tolist()
+        else:
+            sel = fits.nonzero()[0].tolist()
         room = W - n_mig
-        cap = self.rows_per_job
-        if cap:  # at most `cap` rows per job, so one wide gang cannot fill the window
-            per_job: dict[int, int] = {}
-            keep = []
-            for i in sel:
-                jid = rows[n_mig + i].job.jid
-                n_j = per_job.get(jid, 0)
-                if n_j < cap:
-                    per_job[jid] = n_j + 1
-                    keep.append(i)
-                    if len(keep) == room:
-                        break
-            sel = keep
-        del sel[room:]
+        if len(sel) > room:
+            sel = self._overflow(sim, rows[n_mig:], sel, room)
         n_place = len(sel)
         if n_place:
             first = n_mig + sel[0]
             if sel[-1] - sel[0] == n_place - 1:  # consecutive candidates (the common case): a slice, no gather
-                self._mask2[n_mig:n_mig + n_place, :k] = ok[first:first + n_place, :k]
+                self._mask_move[n_mig:n_mig + n_place, :k] = ok[first:first + n_place, :k]
                 tasks[n_mig:n_mig + n_place] = rows[first:first + n_place]
+                shown = tids[first:first + n_place]
             else:
-                self._mask2[n_mig:n_mig + n_place, :k] = ok[n_mig:n, :k].take(sel, axis=0)
+                self._mask_move[n_mig:n_mig + n_place, :k] = ok[n_mig:n, :k].take(sel, axis=0)
                 tasks[n_mig:n_mig + n_place] = [rows[n_mig + i] for i in sel]
+                shown = tids[n_mig:].take(sel)
             kinds[n_mig:n_mig + n_place] = ["place"] * n_place
+            self._row_tids = np.concatenate((tids[:n_mig], shown)) if n_mig else shown
+        else:
+            self._row_tids = tids[:n_mig]
         return n_mig + n_place, n_place
 
-
-def _attained(job) -> tuple[float, int]:
-    return (-job.running_time * job.spec.n_gpus, job.jid)
+    @staticmethod
+    def _overflow(sim: "Simulator", waiting: list, sel: list[int], room: int) -> list[int]:
+        """``room`` of the candidate waiting rows ``sel`` (indices into ``waiting``), job by job: partly placed
+        jobs first (by arrival), then the others by :func:`round_robin` over :data:`WAITING_ORDERS`; returned
+        in queue order."""
+        by_job: dict[int, list[int]] = {}
+        for i in sel:
+            by_job.setdefault(waiting[i].job.jid, []).append(i)
+        jobs = [sim.job_by_id[j] for j in by_job]
+        order = sorted((j for j in jobs if j.n_placed), key=lambda j: (j.spec.submit_time, j.jid))
+        rest = [j for j in jobs if not j.n_placed]
+        order += round_robin(rest, WAITING_ORDERS, sim.now, len(rest))
+        keep: list[int] = []
+        for job in order:
+            keep.extend(by_job[job.jid][:room - len(keep)])
+            if len(keep) == room:
+                break
+        return sorted(keep)

@@ -23,8 +23,9 @@ import clustergym  # noqa: F401
 
 def greedy(u, rng):
     m = u.action_masks()
+    C = u.window.C
     for a in np.flatnonzero(m[:-1]):
-        if u.window.kinds[a // (u.K + 1)] == "place":
+        if u.window.kinds[a // C] == "place" and a % C < u.K:
             return int(a)
     return u.end_round_action
 
@@ -60,7 +61,8 @@ def bench(env_id: str, steps: int, policy, seed: int = 0, **kw) -> dict:
 
 # (owner, method, part of a step): the simulator's work, then the env's two layers on top of it
 _PARTS = (("sim", "place", "simulator"), ("sim", "migrate", "simulator"), ("sim", "requeue", "simulator"),
-          ("sim", "preempt", "simulator"), ("sim", "next_decision", "simulator"),
+          ("sim", "preempt", "simulator"), ("sim", "set_stop_option", "simulator"),
+          ("sim", "next_decision", "simulator"),
           ("window", "build", "window + mask"), ("env", "_make_obs", "observation"))
 
 

@@ -10,6 +10,9 @@ as the tests; values are listed seed by seed ("a / b / c") with their mean last.
    edf, hypersched: mean JCT, deadline ratio, overload occurrences, migrations.
 2. the same scenario, 90-job held-out (``split="test"``) windows: edf, hypersched, fifo: deadline ratio.
 3. ``clustergym/Hetero-v0``, 40-job windows: hlas, tiresias: mean JCT.
+4. ``--contended``: ``clustergym/GPUCluster-v0`` with generated 120-job windows at offered load 1.5
+   (``workload="generator"``), held-out style seeds 10000-10004: every heuristic with its own ordering rule,
+   plus mlfs-h+c: mean JCT, preemptions, migrations (the whole-queue directions).
 """
 from __future__ import annotations
 
@@ -25,6 +28,10 @@ from clustergym.scenarios import make_env
 
 MLFS = "clustergym/MLFS80-Philly-v0"
 HETERO = "clustergym/Hetero-v0"
+DEFAULT = "clustergym/GPUCluster-v0"
+CONTENDED = {"workload": "generator", "window_jobs": 120, "generator": {"load": 1.5}, "split": "test"}
+ORDERING = ("fifo", "sjf", "edf", "tiresias", "gavel", "slaq", "hypersched", "hlas", "graphene", "gandiva", "fair",
+            "mlf-h", "mlfs-h+c")
 
 
 def episode(env_id: str, name: str, seed: int, params: dict | None = None, max_steps: int = 50_000, **kw) -> dict:
@@ -67,8 +74,16 @@ def table(rows: list[tuple[str, str, dict]], env_id: str, seeds, cols: list[tupl
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--contended", action="store_true", help="only setting 4 (seeds 10000-10004)")
     a = ap.parse_args()
     t0 = time.perf_counter()
+    if a.contended:
+        print(f"### {DEFAULT}, generated 120-job windows at load 1.5, seeds 10000-10004\n")
+        print(table([(n, n, {}) for n in ORDERING], DEFAULT, range(10_000, 10_005),
+                    [("mean_jct", "mean JCT (s)", "float"), ("preemptions", "preemptions", "int"),
+                     ("migrations", "migrations", "int")], **CONTENDED))
+        print(f"\n(wall time {time.perf_counter() - t0:.0f} s)")
+        return
     seeds = tuple(a.seeds)
     print(f"### {MLFS}, 30-job training windows, seeds {', '.join(map(str, seeds))}\n")
     print(table([("mlf-h", "mlf-h", {}), ("mlf-h, migrate=False", "mlf-h", {"migrate": False}),

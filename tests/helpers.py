@@ -1,7 +1,11 @@
 """Hand-built models and clusters for unit tests whose numbers must be computable by hand."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from clustergym.baselines.simple import FIFO
 from clustergym.core.catalogue import ModelProfile
+from clustergym.core.commands import Command
 from clustergym.core.curves import LearningCurve
 from clustergym.core.hardware import ClusterSpec, ServerSpec
 from clustergym.core.workload import JobSpec
@@ -61,3 +65,15 @@ def decide_past_stop_options(policy, sim, cands=None):
             return cmd
         assert cmd.option == policy.system_stop_option
         execute(sim, cmd)
+
+
+@dataclass
+class StopThenFIFO(FIFO):
+    """FIFO that first moves every changeable job to stop at its accuracy requirement (a policy issuing
+    stop-option commands, for the env's stop-option actions and behaviour cloning of them)."""
+
+    def preferences(self, view, cands):
+        for j in view.active_jobs():
+            if j.spec.stop_changeable and j.stop_option != "requirement":
+                yield Command("stop-option", jid=j.jid, option="requirement")
+        yield from super().preferences(view, cands)

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ENV_ID = "clustergym/GPUCluster-v0"
 LIGHT_ID = "clustergym/GPUClusterLight-v0"
 # test_bc_reproduces_mlfh_on_heldout_states, measured on the 2-core development machine (deterministic)
-MEASURED = {"agreement": 0.902, "row_agreement": 0.954}
+MEASURED = {"agreement": 0.889, "row_agreement": 0.932}
 
 
 def _model(env, policy="pairwise", algo="maskable", seed=0):
@@ -83,8 +83,8 @@ def test_bc_reproduces_mlfh_on_heldout_states():
     with th.no_grad():
         obs = {k: th.as_tensor(v, dtype=th.float32) for k, v in hold["obs"].items()}
         pred = masked_logits(model.policy, obs, th.as_tensor(hold["masks"])).argmax(-1).numpy()
-    k1 = env.unwrapped.K + 1
-    row_agree = float(np.mean(pred // k1 == hold["actions"] // k1))
+    cols = env.unwrapped.window.C
+    row_agree = float(np.mean(pred // cols == hold["actions"] // cols))
     print(json.dumps({"states": len(data["actions"]), "dagger_states": len(dd["actions"]),
                       "holdout": len(hold["actions"]), "before": before, "after_bc": first, "agreement": agree,
                       "row_agreement": row_agree, "disagreement": split}))
@@ -201,3 +201,33 @@ def test_pair_features_use_the_envs_overload_threshold(tmp_path):
 
     venv = DummyVecEnv([lambda: make_env(ENV_ID, {"window_jobs": 5, "sim": {"overload_threshold": 0.7}})])
     assert overload_threshold(venv) == 0.7
+
+
+def test_bc_maps_and_learns_stop_option_actions():
+    """An expert that moves every changeable job to stop at its requirement before placing (FIFO): its
+    stop-option actions are recorded like any other, and cloning puts the pairwise policy's greedy choice on
+    a stop-option column in those states."""
+    from clustergym.agents.bc import _labelled_rollouts
+    from clustergym.baselines.agent import HeuristicAgent
+    from helpers import StopThenFIFO
+
+    env = make_env(ENV_ID, {"window_jobs": 10, "cluster": "tiny-8", "window_size": 8, "n_destinations": 4})
+    agent = HeuristicAgent(StopThenFIFO(), env)
+
+    def choose(obs, m):
+        a = int(agent.predict(obs, action_masks=m)[0])
+        return a, a
+
+    data = _labelled_rollouts(env, range(2), choose, 0.99, 150)
+    C = env.unwrapped.window.C
+    K = env.unwrapped.K
+    stop = (data["actions"] != data["masks"].shape[1] - 1) & (data["actions"] % C > K)
+    assert stop.sum() >= 10  # the expert's stop-option changes are in the data
+    model = _model(make_env(ENV_ID, {"window_jobs": 10, "cluster": "tiny-8", "window_size": 8,
+                                     "n_destinations": 4}))
+    losses = behaviour_clone(model.policy, data, steps=120, batch_size=32, lr=3e-3, seed=0)
+    assert np.isfinite(losses).all() and np.mean(losses[-20:]) < np.mean(losses[:20])
+    with th.no_grad():
+        obs = {k: th.as_tensor(v[stop], dtype=th.float32) for k, v in data["obs"].items()}
+        pred = masked_logits(model.policy, obs, th.as_tensor(data["masks"][stop])).argmax(-1).numpy()
+    assert np.mean(pred % C > K) >= 0.8

@@ -114,7 +114,7 @@ CASES = [
     ("window_jobs 2.5", env_config(window_jobs=2.5), ConfigError, r"window_jobs must be an integer"),
     ("window_jobs 1e9", env_config(window_jobs=10 ** 9), ConfigError, r"window_jobs must be <= 1e\+06"),
     ("window 1e6 x 1e6 actions", env_config(window_size=10 ** 6, n_destinations=10 ** 6), ConfigError,
-     r"window_size x \(n_destinations \+ 1\) \+ 1 = .* actions exceeds 1048576"),
+     r"window_size x 1000004 columns \+ 1 = .* actions exceeds 1048576"),
     ("window_start NaN", env_config(window_start=NAN), ConfigError, r"window_start must be a number, not NaN"),
     ("window_start negative", env_config(window_start=-5.0), ConfigError, r"window_start must be >= 0"),
     ("max_sim_time NaN", env_config(max_sim_time=NAN), ConfigError, r"max_sim_time must be a number, not NaN"),
@@ -189,7 +189,7 @@ def test_bad_input_gets_its_named_error(tmp_path, case, do, named, pattern):
 
 @pytest.mark.parametrize("field, value", [
     ("time_scale", NAN), ("bytes_scale", -1.0), ("invalid_penalty", 1.0), ("window_jobs", 0), ("window_size", 1.5),
-    ("n_destinations", 0), ("rows_per_job", 0), ("migrate_rows", -1), ("preempt_rows", 0), ("loss_history", 0),
+    ("n_destinations", 0), ("rows_per_job", 0), ("migrate_rows", -1), ("running_rows", -1), ("loss_history", 0),
     ("max_gpus_per_server", 0), ("max_job_gpus", 0), ("max_steps", 0), ("render_history", 0),
     ("train_fraction", NAN), ("train_fraction", 1.0), ("window_start", INF), ("vector_reward", 1),
     ("allow_empty_episode", "no"), ("split", "validation"), ("workload", "alibaba"), ("invalid_action", "ignore"),

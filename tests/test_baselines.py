@@ -307,6 +307,15 @@ def test_fifo_blocks_backfill_skips():
     assert sim.tasks[cmd.tid].job is sim.jobs[2]
 
 
+def test_fifo_head_blocks_even_when_not_a_candidate():
+    """The env's window shows only jobs whose next task fits a destination: FIFO's blocking head (job 1) may be
+    missing from its candidates, and must block all the same (as at core level, where it is a candidate)."""
+    sim = blocked_sim()
+    only_job2 = Candidates([t for t in sim.ready_tasks() if t.job is sim.jobs[2]], [], np.arange(1))
+    assert baselines.make("fifo").decide(V(sim), only_job2) is None
+    assert sim.tasks[baselines.make("fifo", backfill=True).decide(V(sim), only_job2).tid].job is sim.jobs[2]
+
+
 def test_sjf_edf_orders():
     sim = make_sim([helpers.job(0, iters=500, deadline=2000.0), helpers.job(1, iters=50, deadline=9000.0)])
     first_decision(sim)

@@ -17,6 +17,7 @@ import clustergym  # noqa: F401  (registers the ids)
 from clustergym.config import ConfigError, EnvConfig
 from clustergym.core.commands import Command
 from clustergym.core.engine import InvalidCommand
+from clustergym.core.workload import STOP_OPTIONS
 from clustergym.gym_env import InvalidAction
 from clustergym.wrappers import MOReward
 
@@ -30,7 +31,7 @@ def greedy_action(u) -> int:
     """First valid placement, else end the round (never migrates): finishes episodes quickly."""
     m = u.action_masks()
     for a in np.flatnonzero(m[:-1]):
-        if u.window.kinds[a // (u.K + 1)] == "place":
+        if u.window.kinds[a // u.window.C] == "place" and a % u.window.C < u.K:
             return int(a)
     return u.end_round_action
 
@@ -110,18 +111,25 @@ def _check_mask_against_core(u):
     m = u.action_masks()
     sim = u.sim
     assert m[u.end_round_action]
-    m2 = m[:-1].reshape(u.W, u.K + 1)
-    for r, (t, kind) in enumerate(zip(u.window.tasks, u.window.kinds)):
+    w = u.window
+    m2 = m[:-1].reshape(u.W, w.C)
+    for r, (t, kind) in enumerate(zip(w.tasks, w.kinds)):
         if t is None:
             assert not m2[r].any(), "padding row has a valid action"
             continue
-        assert m2[r, u.K] == (kind in ("migrate", "preempt"))
-        if kind == "preempt":  # back to the queue (the whole job) is its only action
-            assert not m2[r, :u.K].any() and sim.job(t.job.jid).n_placed > 0
+        jid = t.job.jid
+        for o, option in enumerate(STOP_OPTIONS):  # the stop options: the simulator's rule, once per round
+            assert m2[r, u.K + 1 + o] == (sim.stop_option_error(jid, option) is None
+                                           and jid not in w.option_touched), (r, option)
+        if kind == "running":  # a fully placed job: preemption while tasks wait, nothing else
+            assert t.job.fully_placed and not m2[r, :u.K].any()
+            assert m2[r, u.K] == (w.preemption and bool(sim.queue) and t.job not in w.touched_jobs)
+            assert m2[r].any()
             continue
+        assert m2[r, u.K] == (kind == "migrate")
         if kind == "place":
             assert t.is_ready()
-        for col, s in enumerate(u.window.destinations):
+        for col, s in enumerate(w.destinations):
             if s < 0:
                 assert not m2[r, col]
                 continue
@@ -232,9 +240,9 @@ def test_window_translates_actions_and_commands():
     u = env.unwrapped
     w = u.window
     assert w.decode(u.end_round_action) is None and w.command(u.end_round_action) is None
-    assert u.end_round_action == u.W * (u.K + 1)
+    assert w.C == u.K + 1 + len(STOP_OPTIONS) and u.end_round_action == u.W * w.C
     for row in (0, u.W - 1):
-        for col in (0, u.K):
+        for col in (0, u.K, w.C - 1):
             assert w.decode(w.encode(row, col)) == (row, col)
     assert len(w.tasks) == u.W and len(w.kinds) == u.W and len(w.destinations) == u.K
     rng = np.random.default_rng(0)
@@ -244,8 +252,13 @@ def test_window_translates_actions_and_commands():
             cmd = w.command(a)
             row, col = w.decode(a)
             t = w.tasks[row]
+            if col > u.K:  # a stop option, on the row's job (the first row of that job encodes it)
+                assert cmd == Command("stop-option", jid=t.job.jid, option=STOP_OPTIONS[col - u.K - 1])
+                assert w.decode(w.action(cmd))[1] == col and w.tasks[w.decode(w.action(cmd))[0]].job is t.job
+                kinds_seen.add(cmd.kind)
+                continue
             assert cmd.tid == t.tid and w.action(cmd) == a
-            expect = {"place": "place", "migrate": "migrate" if col < u.K else "requeue", "preempt": "preempt"}
+            expect = {"place": "place", "migrate": "migrate" if col < u.K else "requeue", "running": "preempt"}
             assert cmd.kind == expect[w.kinds[row]]
             assert cmd.server == (w.destinations[col] if col < u.K else None)
             assert cmd.kind != "preempt" or cmd.jid == t.job.jid
@@ -253,7 +266,7 @@ def test_window_translates_actions_and_commands():
         _, _, te, tr, _ = env.step(int(rng.choice(np.flatnonzero(u.action_masks()))))
         if te or tr:
             env.reset()
-    assert {"place", "preempt"} <= kinds_seen
+    assert {"place", "preempt", "stop-option"} <= kinds_seen
     r = next(i for i, k in enumerate(w.kinds) if k == "place")
     t, s = w.tasks[r], w.destinations[0]
     assert w.action(Command("place", t.tid, s)) == w.encode(r, 0)
@@ -262,6 +275,8 @@ def test_window_translates_actions_and_commands():
     assert w.action(Command("place", 10**9, s)) is None
     assert w.action(Command("place", t.tid, 10**6)) is None
     assert w.action(Command("preempt", jid=10**9)) is None
+    assert w.action(Command("stop-option", jid=10**9, option="opt-stop")) is None
+    assert w.action(Command("stop-option", jid=t.job.jid, option="never")) is None
     with pytest.raises(ValueError, match="only for migration"):
         w.command(w.encode(r, u.K))
     pad = next((i for i, x in enumerate(w.tasks) if x is None), None)

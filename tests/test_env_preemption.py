@@ -1,4 +1,5 @@
-"""The env's optional preemption rows (EnvConfig.preemption) and Tiresias acting through them."""
+"""The env's running-job rows: preemption (EnvConfig.preemption, on by default) and Tiresias acting through
+them."""
 import gymnasium as gym
 import numpy as np
 
@@ -10,18 +11,18 @@ def _env(**kw):
     return gym.make("clustergym/GPUCluster-v0", invalid_action="raise", window_jobs=30, **kw)
 
 
-def test_preemption_rows_only_allow_back_to_the_queue_and_suspend_the_job():
-    env = _env(preemption=True)
+def test_running_job_rows_preempt_the_whole_job():
+    env = _env()
     u = env.unwrapped
     env.reset(seed=1)
     rng = np.random.default_rng(0)
     seen = 0
     for _ in range(3000):
-        rows = [r for r, k in enumerate(u.window.kinds) if k == "preempt"]
+        m = u.action_masks()[:-1].reshape(u.W, u.window.C)
+        rows = [r for r, k in enumerate(u.window.kinds) if k == "running" and m[r, u.K]]
         if rows:
             r = rows[0]
-            m = u.action_masks().reshape(-1)[:-1].reshape(u.W, u.K + 1)
-            assert not m[r, :u.K].any() and m[r, u.K]
+            assert not m[r, :u.K].any()
             job = u.window.tasks[r].job
             before = job.record.preemptions
             env.step(u.window.encode(r, u.K))
@@ -37,13 +38,28 @@ def test_preemption_rows_only_allow_back_to_the_queue_and_suspend_the_job():
     assert seen >= 1, "no preemption row appeared"
 
 
-def test_no_preemption_rows_by_default():
-    env = _env()
+def test_without_preemption_running_rows_only_change_stopping_rules():
+    env = _env(preemption=False)
     u = env.unwrapped
     env.reset(seed=1)
+    rng = np.random.default_rng(0)
+    running = 0
+    for _ in range(600):
+        m = u.action_masks()[:-1].reshape(u.W, u.window.C)
+        for r, k in enumerate(u.window.kinds):
+            if k == "running":
+                running += 1
+                assert not m[r, :u.K + 1].any() and m[r, u.K + 1:].any()
+        _, _, te, tr, _ = env.step(int(rng.choice(np.flatnonzero(u.action_masks()))))
+        if te or tr:
+            break
+    assert running
+    off = _env(preemption=False, stop_option_actions=False)
+    off.reset(seed=1)
+    assert off.unwrapped.window.C == off.unwrapped.K + 1
     for _ in range(200):
-        assert "preempt" not in u.window.kinds
-        _, _, te, tr, _ = env.step(int(np.flatnonzero(u.action_masks())[0]))
+        assert "running" not in off.unwrapped.window.kinds
+        _, _, te, tr, _ = off.step(int(np.flatnonzero(off.unwrapped.action_masks())[0]))
         if te or tr:
             break
 
@@ -55,7 +71,7 @@ def test_tiresias_preempts_through_the_env():
     from helpers import MODELS, cluster, job, models
 
     specs = [job(0, model="toy-none", R=4, iters=3000), job(1, submit=1000.0, model="toy-none", R=4, iters=100)]
-    env = ClusterEnv(dict(invalid_action="raise", preemption=True), cluster_spec=cluster(1), job_specs=specs,
+    env = ClusterEnv(dict(invalid_action="raise"), cluster_spec=cluster(1), job_specs=specs,
                      models=models, model_names=list(MODELS))
     agent = baselines.make("tiresias", env=env)
     obs, _ = env.reset(seed=0)

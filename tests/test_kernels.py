@@ -200,6 +200,33 @@ def test_fit_mask_is_the_core_fit_rule(seed, S, K, n_rows):
             assert ok[r, col] == (gpu_ok and fits(free[1, col], cpu) and fits(free[2, col], mem)), (r, col)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 80), st.integers(1, 12), st.integers(1, 4))
+def test_first_rows_per_job_is_the_window_cap(seed, n, n_jobs, cap):
+    """The kept rows are, in row order, the fitting rows whose job has fewer than ``cap`` rows kept so far
+    (the Python rule it replaces); the scratch counts come back zeroed."""
+    rng = np.random.default_rng(seed)
+    fits = rng.random(n) < 0.7
+    job_of_task = rng.integers(0, n_jobs, 100).astype(np.int64)  # 100 tasks' jobs
+    offset = int(rng.integers(0, 5))  # the window's running rows come first in `tids`
+    tids = rng.integers(0, 100, n + offset).astype(np.int64)
+    job_of_row = job_of_task[tids[offset:]]
+    counts = np.zeros(n_jobs + 3, np.int64)
+    keep = kernels.first_rows_per_job(fits, tids, offset, job_of_task, cap, counts)
+    per_job: dict[int, int] = {}
+    ref = []
+    for r in range(n):
+        if fits[r] and per_job.get(int(job_of_row[r]), 0) < cap:
+            per_job[int(job_of_row[r])] = per_job.get(int(job_of_row[r]), 0) + 1
+            ref.append(r)
+    assert keep.tolist() == ref
+    assert not counts.any()
+    # a strided column of a wider array (what the window passes) gives the same rows
+    wide = np.zeros((n, 3), bool)
+    wide[:, 1] = fits
+    assert kernels.first_rows_per_job(wide[:, 1], tids, offset, job_of_task, cap, counts).tolist() == ref
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 120), st.integers(1, 40))
 def test_server_features_match_numpy(seed, S, K):
@@ -294,7 +321,7 @@ def _interp_py(x, xs, ys):
 
 
 def _job_dynamic_py(now, ts, submit, deadline, maxit, iters, rate, last_update, paused_until, target, n_placed,
-                    n_tasks, waiting_time, running_time, mean_it, xs, ls, accs, H):
+                    n_tasks, waiting_time, running_time, mean_it, stop_idx, xs, ls, accs, H):
     """The pure-Python job columns the kernel replaced (observation._jdyn before the kernel)."""
     import math
 
@@ -320,7 +347,8 @@ def _job_dynamic_py(now, ts, submit, deadline, maxit, iters, rate, last_update, 
     return np.array((sq((now - submit) / ts), x / (1.0 + abs(x)), min(1.0, it / maxit),
                      min(1.0, math.log1p(it) / math.log1p(1e7)), min(1.0, target / maxit), n_placed / n_tasks,
                      _interp_py(it / maxit, xs, accs), sq(waiting / ts), sq(running_time / ts),
-                     sq(max(0.0, target - it) * mean_it / ts), *red), np.float32)
+                     sq(max(0.0, target - it) * mean_it / ts), *(float(o == stop_idx) for o in range(3)), *red),
+                    np.float32)
 
 
 @settings(max_examples=300, deadline=None)
@@ -344,8 +372,9 @@ def test_job_dynamic_matches_python(seed, H, running, placed):
     n_placed = n_tasks if placed else int(rng.integers(0, n_tasks))
     rate = float(rng.choice([rng.random() * 10, np.inf])) if running and placed else 0.0
     args = (now, 3600.0, now - rng.random() * 1e5, now + rng.normal() * 1e4, maxit, iters, rate, last_update,
-            paused_until, target, n_placed, n_tasks, rng.random() * 1e4, rng.random() * 1e4, rng.random() * 10)
-    rows = np.full((3, 10 + H), np.nan, np.float32)
+            paused_until, target, n_placed, n_tasks, rng.random() * 1e4, rng.random() * 1e4, rng.random() * 10,
+            int(rng.integers(0, 3)))
+    rows = np.full((3, 13 + H), np.nan, np.float32)
     kernels.job_dynamic(rows, 1, *args, xs, ls, accs, H)
     ref = _job_dynamic_py(*args, xs.tolist(), ls.tolist(), accs.tolist(), H)
     np.testing.assert_array_equal(rows[1], ref)
