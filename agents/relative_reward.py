@@ -3,7 +3,7 @@
 Why. A window's return is mostly decided by its input (how many jobs arrive, how large and long they are),
 which the agent neither controls nor observes ahead of time: on the default scenario MLF-H's own return
 ranges from -100.3 to +0.8 over training windows 100-119 (command below; -22.8 to +0.8 on the light scenario
-``clustergym/GPUClusterLight-v0``). PPO's critic cannot predict that part from the state,
+``clustergym/GPUClusterLight-v1``). PPO's critic cannot predict that part from the state,
 so its advantages are dominated by input noise (Mao et al., "Variance reduction for reinforcement learning in
 input-driven environments", ICLR 2019, the problem Decima met). Subtracting what a reference heuristic earns
 on the *same* input removes it.
@@ -28,7 +28,7 @@ The twin costs one heuristic episode per training episode (MLF-H: a median 2.2 s
 default scenario on the shared 2-core development machine; 0.03 s per 50-job light window). The figures from::
 
     .venv/bin/python -c "from clustergym.eval.rollout import evaluate; import numpy as np;
-    r = evaluate('mlf-h', 'clustergym/GPUCluster-v0', {}, range(100, 120));
+    r = evaluate('mlf-h', 'clustergym/GPUCluster-v1', {}, range(100, 120));
     x = [e['episode_return'] for e in r]; print(min(x), max(x), np.median([e['wall_s'] for e in r]))"
 """
 from __future__ import annotations

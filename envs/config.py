@@ -5,7 +5,7 @@ keys are rejected by name, at the top level and inside the nested ``sim`` (:clas
 fields), ``mapping`` (:class:`clustergym.core.mapping.MappingConfig` fields) and ``generator`` (keyword arguments
 of :func:`clustergym.core.generator.generate_trace`) dicts.
 
-``gymnasium.make("clustergym/GPUCluster-v0", **fields)`` accepts every field below as a keyword, plus
+``gymnasium.make("clustergym/GPUCluster-v1", **fields)`` accepts every field below as a keyword, plus
 ``config=`` (an EnvConfig, a dict or a YAML path) that the keywords then override.
 """
 from __future__ import annotations
@@ -138,7 +138,7 @@ class EnvConfig:
     # 1 TB of cross-server traffic per job = 1: under MLF-H on the light scenario's training windows g3 and g1 are
     # then of one size, so beta alone sets their balance as MLFS intends. Measured (2.82 TB per job, mean JCT 3.02 h):
     #   .venv/bin/python -c "from clustergym.eval.rollout import evaluate; import numpy as np;
-    #   r = evaluate('mlf-h', 'clustergym/GPUClusterLight-v0', {}, range(100, 120));
+    #   r = evaluate('mlf-h', 'clustergym/GPUClusterLight-v1', {}, range(100, 120));
     #   print(np.mean([x['bandwidth_mb'] / x['jobs'] / 1e6 for x in r]), np.mean([x['mean_jct'] / 3600 for x in r]))"
     bytes_scale: float = 1.0e6
     invalid_action: str = "penalty"

@@ -33,7 +33,7 @@ class ClusterEnv(gym.Env):
         import numpy as np
         import clustergym  # registers the ids
 
-        env = gym.make("clustergym/GPUCluster-v0", window_jobs=20)      # any EnvConfig field as a keyword
+        env = gym.make("clustergym/GPUCluster-v1", window_jobs=20)      # any EnvConfig field as a keyword
         obs, info = env.reset(seed=0)
         done = False
         while not done:

@@ -6,18 +6,18 @@ each one's measured offered load, peak demand and queueing (``python -m clusterg
 ====================================  ===================================================================
 id                                    configuration (any field can be overridden in ``gymnasium.make``)
 ====================================  ===================================================================
-``clustergym/GPUCluster-v0``          the contended default: mlfs-80 (20 x 4 V100), 100-job windows, GPU
+``clustergym/GPUCluster-v1``          the contended default: mlfs-80 (20 x 4 V100), 100-job windows, GPU
                                       counts redrawn from MLFS's {1, ..., 32}, arrivals scaled to offered load
                                       1.5 (:data:`CONTENDED_DEFAULT`)
-``clustergym/GPUClusterLight-v0``     the EnvConfig defaults: mlfs-80, 50-job windows with the trace's GPU
+``clustergym/GPUClusterLight-v1``     the EnvConfig defaults: mlfs-80, 50-job windows with the trace's GPU
                                       counts and arrival times (hardly ever queues)
-``clustergym/MLFS80-Philly-v0``       the light scenario spelled out (mlfs-80, Philly, 50-job windows)
-``clustergym/MLFS80-x{x}-v0``         MLFS §4.1's setting, x in 0.25, 0.5, 1, 2, 3 (:func:`mlfs_config`):
+``clustergym/MLFS80-Philly-v1``       the light scenario spelled out (mlfs-80, Philly, 50-job windows)
+``clustergym/MLFS80-x{x}-v1``         MLFS §4.1's setting, x in 0.25, 0.5, 1, 2, 3 (:func:`mlfs_config`):
                                       620·x jobs from the start of a randomly drawn week, MLFS's GPU counts
                                       and five algorithms, the trace's arrival times
-``clustergym/Hetero-v0``              hetero-16 (4 servers: V100/P100/K80/T4), 40 generated jobs at load 1
-``clustergym/Hare160-Philly-v0``      hare-160 (Hare's 40-server heterogeneous cluster), 100 Philly jobs, K=40
-``clustergym/MLFS2474-v0``            mlfs-2474 (Philly's 550 servers), 1000 Philly jobs, W=32, K=32
+``clustergym/Hetero-v1``              hetero-16 (4 servers: V100/P100/K80/T4), 40 generated jobs at load 1
+``clustergym/Hare160-Philly-v1``      hare-160 (Hare's 40-server heterogeneous cluster), 100 Philly jobs, K=40
+``clustergym/MLFS2474-v1``            mlfs-2474 (Philly's 550 servers), 1000 Philly jobs, W=32, K=32
 ====================================  ===================================================================
 """
 from __future__ import annotations
@@ -55,20 +55,20 @@ def mlfs_config(x: float) -> dict[str, Any]:
 
 
 def mlfs_id(x: float) -> str:
-    """The registered id of :func:`mlfs_config` (x of :data:`MLFS_X`): ``clustergym/MLFS80-x{x:g}-v0``."""
-    return f"clustergym/MLFS80-x{x:g}-v0"
+    """The registered id of :func:`mlfs_config` (x of :data:`MLFS_X`): ``clustergym/MLFS80-x{x:g}-v1``."""
+    return f"clustergym/MLFS80-x{x:g}-v1"
 
 
 SCENARIOS: dict[str, dict[str, Any]] = {
-    "clustergym/GPUCluster-v0": CONTENDED_DEFAULT,
-    "clustergym/GPUClusterLight-v0": {},
-    "clustergym/MLFS80-Philly-v0": {"cluster": "mlfs-80", "workload": "philly", "window_jobs": 50},
+    "clustergym/GPUCluster-v1": CONTENDED_DEFAULT,
+    "clustergym/GPUClusterLight-v1": {},
+    "clustergym/MLFS80-Philly-v1": {"cluster": "mlfs-80", "workload": "philly", "window_jobs": 50},
     **{mlfs_id(x): mlfs_config(x) for x in MLFS_X},
-    "clustergym/Hetero-v0": {"cluster": "hetero-16", "workload": "generator", "window_jobs": 40,
+    "clustergym/Hetero-v1": {"cluster": "hetero-16", "workload": "generator", "window_jobs": 40,
                              "n_destinations": 20, "generator": {"load": 1.0}},
-    "clustergym/Hare160-Philly-v0": {"cluster": "hare-160", "workload": "philly", "window_jobs": 100,
+    "clustergym/Hare160-Philly-v1": {"cluster": "hare-160", "workload": "philly", "window_jobs": 100,
                                      "n_destinations": 40},
-    "clustergym/MLFS2474-v0": {"cluster": "mlfs-2474", "workload": "philly", "window_jobs": 1000,
+    "clustergym/MLFS2474-v1": {"cluster": "mlfs-2474", "workload": "philly", "window_jobs": 1000,
                                "window_size": 32, "n_destinations": 32},
 }
 

@@ -1,6 +1,6 @@
 """Environment throughput: steps/s with random valid actions (and a greedy place-first policy), one core.
 
-    .venv/bin/python eval/bench_env.py [--steps 20000] [--ids clustergym/GPUCluster-v0 clustergym/MLFS2474-v0]
+    .venv/bin/python eval/bench_env.py [--steps 20000] [--ids clustergym/GPUCluster-v1 clustergym/MLFS2474-v1]
                                        [--breakdown]
 
 Observation building, masks and the simulator are all included; the first reset (trace loading) is not timed.
@@ -112,7 +112,7 @@ def breakdown(env_id: str, steps: int, policy, seed: int = 0) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20000)
-    ap.add_argument("--ids", nargs="+", default=["clustergym/GPUCluster-v0", "clustergym/MLFS2474-v0"])
+    ap.add_argument("--ids", nargs="+", default=["clustergym/GPUCluster-v1", "clustergym/MLFS2474-v1"])
     ap.add_argument("--breakdown", action="store_true", help="also time the parts of a step (second run)")
     args = ap.parse_args()
     for env_id in args.ids:

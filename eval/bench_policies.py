@@ -1,7 +1,7 @@
 """Per-decision latency of every heuristic baseline through the env (mean and p99 microseconds per
 ``predict`` call), on the default scenario.
 
-    .venv/bin/python eval/bench_policies.py [--env clustergym/GPUCluster-v0] [--seed 0] [--window-jobs 50]
+    .venv/bin/python eval/bench_policies.py [--env clustergym/GPUCluster-v1] [--seed 0] [--window-jobs 50]
         [--policies mlf-h,fifo,...] [--max-steps 20000]
 
 Each policy plays one seeded episode (eval/rollout.py; the env's own steps are not timed, only ``predict``)."""
@@ -27,7 +27,7 @@ def bench(env_id: str, name: str, seed: int, window_jobs: int | None, max_steps:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--env", default="clustergym/GPUCluster-v0")
+    ap.add_argument("--env", default="clustergym/GPUCluster-v1")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--window-jobs", type=int, default=None)
     ap.add_argument("--policies", default=",".join(baselines.available()))

@@ -1,6 +1,6 @@
 """clustergym against the gpu-choochoo environment (PyPI), side by side on one core: random valid steps/s.
 
-    .venv/bin/python eval/bench_vs_choochoo.py [--id clustergym/GPUCluster-v0] [--steps 20000] [--rounds 3]
+    .venv/bin/python eval/bench_vs_choochoo.py [--id clustergym/GPUCluster-v1] [--steps 20000] [--rounds 3]
                                                [--core 0] [--venv .venv-choochoo]
 
 gpu-choochoo is never a dependency of clustergym: this script installs it into a scratch venv of its own
@@ -108,7 +108,7 @@ def run_child(python: str, code: str, *args: object) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--id", default="clustergym/GPUCluster-v0", help="clustergym env id")
+    ap.add_argument("--id", default="clustergym/GPUCluster-v1", help="clustergym env id")
     ap.add_argument("--steps", type=int, default=20_000)
     ap.add_argument("--rounds", type=int, default=3, help="alternating runs of each env")
     ap.add_argument("--core", type=int, default=0, help="the one core both children are pinned to")

@@ -2,7 +2,7 @@
 t-intervals and MLFS relative differences, MLFS-style figures and a one-page Markdown report.
 
     python eval/compare.py --policies mlf-h fifo nomig=mlf-h:migrate=false runs/ppo.zip \\
-        --scenarios clustergym/GPUCluster-v0 hetero=clustergym/Hetero-v0:window_jobs=20 \\
+        --scenarios clustergym/GPUCluster-v1 hetero=clustergym/Hetero-v1:window_jobs=20 \\
         --seeds 0 1 2 --set window_jobs=30 --reference mlf-h --out results/my-sweep
     python eval/compare.py --protocol core-v1 --policies mlf-h my_pkg.policies:make   # a benchmark protocol
     python eval/compare.py --list-protocols / --describe-protocol core-v1             # (eval/protocols.py)
@@ -291,7 +291,7 @@ def aggregate(out_dir: str | os.PathLike, runs: list[dict] | None = None, refere
 
 # --------------------------------------------------------------------------- CLI
 
-DEFAULT_SCENARIO = "clustergym/GPUCluster-v0"
+DEFAULT_SCENARIO = "clustergym/GPUCluster-v1"
 
 
 def build_parser() -> argparse.ArgumentParser:

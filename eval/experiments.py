@@ -83,7 +83,7 @@ def _agree_range(m: float, lo: float, hi: float, paper_lo: float, paper_hi: floa
 
 # The recorded reproductions (REPRODUCTION.md) ran on Philly windows with the trace's own GPU counts and arrival
 # times: the light scenario.
-LIGHT = "clustergym/GPUClusterLight-v0"
+LIGHT = "clustergym/GPUClusterLight-v1"
 MLFS_SET = ("mlf-h", "mlfs-h+c", "graphene", "tiresias", "hypersched", "gandiva", "fair", "slaq")
 # MLFS's reported mean-JCT order; "≈" groups are unordered among themselves.
 MLFS_JCT_ORDER = (("mlf-h",), ("graphene",), ("tiresias", "hypersched", "gandiva"), ("fair",), ("slaq",))

@@ -32,10 +32,10 @@ from .specs import SweepSpecError, code_version, git_state, make_runs, policy_id
 
 # The registered scenarios the protocols use, in one place: a protocol label -> the env id it was defined on.
 SCENARIO_IDS: dict[str, str] = {
-    "mlfs80-philly": "clustergym/MLFS80-Philly-v0",
-    "hare160-philly": "clustergym/Hare160-Philly-v0",
-    "hetero16-generated": "clustergym/Hetero-v0",
-    "mlfs2474-philly": "clustergym/MLFS2474-v0",
+    "mlfs80-philly": "clustergym/MLFS80-Philly-v1",
+    "hare160-philly": "clustergym/Hare160-Philly-v1",
+    "hetero16-generated": "clustergym/Hetero-v1",
+    "mlfs2474-philly": "clustergym/MLFS2474-v1",
 }
 # protocol.md's columns: (metric, heading, factor from the metric's unit); protocol.json has every metric
 TABLE_COLUMNS: tuple[tuple[str, str, float], ...] = (

@@ -2,7 +2,7 @@
 "Choosing W").
 
     .venv/bin/python eval/queue_depth.py [--policy fifo] [--load 1.5] [--seeds 1000 1001 1002]
-        [--window-jobs 120] [--env clustergym/GPUCluster-v0]
+        [--window-jobs 120] [--env clustergym/GPUCluster-v1]
 
 Plays one episode per seed with a heuristic through the env (``workload="generator"`` at the given offered
 load) and, at the first step of every decision round, counts the jobs with a waiting task, those with a ready
@@ -45,7 +45,7 @@ def depths(env_id: str, policy: str, load: float, seeds: list[int], window_jobs:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--env", default="clustergym/GPUCluster-v0")
+    ap.add_argument("--env", default="clustergym/GPUCluster-v1")
     ap.add_argument("--policy", default="fifo")
     ap.add_argument("--load", type=float, default=1.5)
     ap.add_argument("--seeds", type=int, nargs="+", default=[1000, 1001, 1002])

@@ -6,12 +6,12 @@ in docs/baselines.md can be reproduced with one command.
 Each cell is one env-level episode (``HeuristicAgent``, masked actions, rule "raise") with the same settings
 as the tests; values are listed seed by seed ("a / b / c") with their mean last. Three settings:
 
-1. ``clustergym/MLFS80-Philly-v0``, 30-job training windows: mlf-h (with and without migration), fifo, fair,
+1. ``clustergym/MLFS80-Philly-v1``, 30-job training windows: mlf-h (with and without migration), fifo, fair,
    edf, hypersched: mean JCT, deadline ratio, overload occurrences, migrations.
 2. the same scenario, 90-job held-out (``split="test"``) windows: edf, hypersched, fifo: deadline ratio.
-3. ``clustergym/Hetero-v0``, 40-job windows: hlas, tiresias (both with ``preemption=False``, as HLAS is
+3. ``clustergym/Hetero-v1``, 40-job windows: hlas, tiresias (both with ``preemption=False``, as HLAS is
    non-preemptive), and tiresias with the env's preemption: mean JCT.
-4. ``--contended``: ``clustergym/GPUCluster-v0`` with generated 120-job windows at offered load 1.5
+4. ``--contended``: ``clustergym/GPUCluster-v1`` with generated 120-job windows at offered load 1.5
    (``workload="generator"``), held-out style seeds 10000-10004: every heuristic with its own ordering rule,
    plus mlfs-h+c: mean JCT, preemptions, migrations (the whole-queue directions).
 """
@@ -27,9 +27,9 @@ from clustergym import baselines
 from clustergym.eval.rollout import predictor, rollout
 from clustergym.scenarios import make_env
 
-MLFS = "clustergym/MLFS80-Philly-v0"
-HETERO = "clustergym/Hetero-v0"
-DEFAULT = "clustergym/GPUCluster-v0"
+MLFS = "clustergym/MLFS80-Philly-v1"
+HETERO = "clustergym/Hetero-v1"
+DEFAULT = "clustergym/GPUCluster-v1"
 CONTENDED = {"workload": "generator", "window_jobs": 120, "generator": {"load": 1.5}, "split": "test"}
 ORDERING = ("fifo", "sjf", "edf", "tiresias", "gavel", "slaq", "hypersched", "hlas", "graphene", "gandiva", "fair",
             "mlf-h", "mlfs-h+c")

@@ -25,9 +25,9 @@ from clustergym import baselines
 import clustergym  # noqa: F401
 from clustergym.eval.bench_env import greedy
 
-DEFAULT = "clustergym/GPUCluster-v0"
-HETERO = "clustergym/Hetero-v0"
-BIG = "clustergym/MLFS2474-v0"
+DEFAULT = "clustergym/GPUCluster-v1"
+HETERO = "clustergym/Hetero-v1"
+BIG = "clustergym/MLFS2474-v1"
 
 # (name, env id, make kwargs, policy, seed)
 CASES: tuple[tuple[str, str, dict, str, int], ...] = (

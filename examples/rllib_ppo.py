@@ -35,7 +35,7 @@ def train(iterations: int, batch: int, window_jobs: int, out: Path, seed: int) -
 
     register_env("clustergym-masked", env_creator)
     config = (PPOConfig()
-              .environment("clustergym-masked", env_config={"scenario": "clustergym/GPUCluster-v0",
+              .environment("clustergym-masked", env_config={"scenario": "clustergym/GPUCluster-v1",
                                                             "window_jobs": window_jobs, "split": "train"})
               .env_runners(num_env_runners=0)  # sample in this process
               .training(train_batch_size_per_learner=batch, minibatch_size=min(64, batch), num_epochs=1)
@@ -75,10 +75,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     ckpt = train(args.iterations, args.batch, args.window_jobs, Path(args.out), args.seed)
     config = {"window_jobs": args.window_jobs}  # evaluate() plays held-out windows (split="test") by default
-    layout = make_env("clustergym/GPUCluster-v0", config)  # RLlibPolicy reads its observation space only
+    layout = make_env("clustergym/GPUCluster-v1", config)  # RLlibPolicy reads its observation space only
     policy = RLlibPolicy(ckpt, layout)
     layout.close()
-    recs = evaluate(policy, "clustergym/GPUCluster-v0", config, range(30_000, 30_000 + args.episodes), name="rllib")
+    recs = evaluate(policy, "clustergym/GPUCluster-v1", config, range(30_000, 30_000 + args.episodes), name="rllib")
     out = {"checkpoint": str(ckpt), "episodes": len(recs),
            "mean_jct_h": float(np.mean([r["mean_jct_censored"] for r in recs])) / 3600,
            "unfinished": int(sum(r["unfinished"] for r in recs))}

@@ -22,7 +22,7 @@ from clustergym.agents.policies import overload_threshold, policy_spec
 from clustergym.eval.rollout import evaluate
 from clustergym.scenarios import make_env
 
-ENV_ID = "clustergym/GPUCluster-v0"
+ENV_ID = "clustergym/GPUCluster-v1"
 
 
 def main(argv: list[str] | None = None) -> dict:

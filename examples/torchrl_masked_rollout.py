@@ -25,7 +25,7 @@ TABLES = ["affinity", "gpu_loads", "servers", "tasks"]  # the 2-D observation ar
 
 
 def make_env(window_jobs: int) -> TransformedEnv:
-    base = gym.make("clustergym/GPUCluster-v0", window_jobs=window_jobs, invalid_action="raise")
+    base = gym.make("clustergym/GPUCluster-v1", window_jobs=window_jobs, invalid_action="raise")
     return TransformedEnv(GymWrapper(base, categorical_action_encoding=True), Compose(
         DTypeCastTransform(torch.int8, torch.bool, in_keys=["action_mask"]),  # MultiBinary is int8
         ActionMask(),  # the action spec follows the env's mask: random actions are drawn inside it

@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--num-envs", type=int, default=4)
     ap.add_argument("--steps", type=int, default=300, help="vector steps (each steps every env once)")
     ap.add_argument("--mode", choices=("sync", "async"), default="sync")
-    ap.add_argument("--env-id", default="clustergym/GPUCluster-v0")
+    ap.add_argument("--env-id", default="clustergym/GPUCluster-v1")
     ap.add_argument("--window-jobs", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)

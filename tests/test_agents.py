@@ -16,8 +16,8 @@ from clustergym.agents.policies import MASKED_LOGIT, masked_logits, overload_thr
 from clustergym.scenarios import make_env
 
 ROOT = Path(__file__).resolve().parent.parent
-ENV_ID = "clustergym/GPUCluster-v0"
-LIGHT_ID = "clustergym/GPUClusterLight-v0"
+ENV_ID = "clustergym/GPUCluster-v1"
+LIGHT_ID = "clustergym/GPUClusterLight-v1"
 # test_bc_reproduces_mlfh_on_heldout_states, measured on the 2-core development machine (deterministic)
 MEASURED = {"agreement": 0.889, "row_agreement": 0.932}
 

@@ -34,14 +34,14 @@ def env_config(**kw):
 
 def step_with(action, mode):
     def go(tmp):
-        env = make_env("clustergym/GPUCluster-v0", **TINY, invalid_action=mode)
+        env = make_env("clustergym/GPUCluster-v1", **TINY, invalid_action=mode)
         env.reset(seed=0)
         env.step(action)
     return go
 
 
 def episode(**kw):
-    return lambda tmp: make_env("clustergym/GPUClusterLight-v0", **kw).reset(seed=0)
+    return lambda tmp: make_env("clustergym/GPUClusterLight-v1", **kw).reset(seed=0)
 
 
 def cluster_file(text, name="c.yaml"):
@@ -75,8 +75,8 @@ def fifo_spin(tmp):
 
 
 def colliding_scenarios(tmp):
-    sc = [specs.parse_scenario("clustergym/GPUCluster-v0:window_jobs=10"),
-          specs.parse_scenario("clustergym/GPUCluster-v0:window_jobs=60")]
+    sc = [specs.parse_scenario("clustergym/GPUCluster-v1:window_jobs=10"),
+          specs.parse_scenario("clustergym/GPUCluster-v1:window_jobs=60")]
     specs.make_runs([specs.parse_policy("fifo")], specs.expand_loads(sc, None), [0])
 
 
@@ -201,7 +201,7 @@ def test_each_env_config_field_names_itself(field, value):
 
 
 def test_an_empty_episode_is_allowed_when_asked_for():
-    env = make_env("clustergym/GPUCluster-v0", **TINY, window_start=1e12, allow_empty_episode=True)
+    env = make_env("clustergym/GPUCluster-v1", **TINY, window_start=1e12, allow_empty_episode=True)
     _, info = env.reset(seed=0)
     assert info["episode"]["n_jobs"] == 0 and info["summary"]["jobs"] == 0 and math.isnan(info["summary"]["mean_jct"])
     _, r, te, tr, _ = env.step(env.unwrapped.end_round_action)

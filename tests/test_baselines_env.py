@@ -12,9 +12,9 @@ import pytest
 from clustergym import baselines
 import clustergym  # noqa: F401  (registers the ids)
 
-DEFAULT = "clustergym/GPUCluster-v0"
-HETERO = "clustergym/Hetero-v0"
-MLFS = "clustergym/MLFS80-Philly-v0"
+DEFAULT = "clustergym/GPUCluster-v1"
+HETERO = "clustergym/Hetero-v1"
+MLFS = "clustergym/MLFS80-Philly-v1"
 
 
 def episode(env_id: str, name: str, seed: int, max_steps: int = 50_000, **kw):
@@ -100,7 +100,7 @@ def test_record_taken_replaces_the_policys_own_choice():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", baselines.available())
 def test_full_episode_large_scenario(name):
-    s, _, _ = episode("clustergym/MLFS2474-v0", name, seed=0, window_jobs=200, max_steps=200_000)
+    s, _, _ = episode("clustergym/MLFS2474-v1", name, seed=0, window_jobs=200, max_steps=200_000)
     assert s["jobs"] == 200
 
 

@@ -17,9 +17,9 @@ from clustergym.core.dag import critical_time, placement_plan
 from clustergym.core.job import JobState, TaskState
 from clustergym.observation import ObservationBuilder
 
-DEFAULT = "clustergym/GPUCluster-v0"
-HETERO = "clustergym/Hetero-v0"
-BIG = "clustergym/MLFS2474-v0"
+DEFAULT = "clustergym/GPUCluster-v1"
+HETERO = "clustergym/Hetero-v1"
+BIG = "clustergym/MLFS2474-v1"
 SCENARIOS = {
     "default": (DEFAULT, {"window_jobs": 12}),
     "hetero-preempt": (HETERO, {"window_jobs": 12, "preemption": True}),

@@ -305,8 +305,8 @@ def test_env_leaves_out_jobs_that_can_never_start_and_says_so():
 
     import clustergym  # noqa: F401
 
-    # Hetero-v0 seed 0 (generator, 40 jobs) maps one job to 16 CPU-heavy replicas: 130 cores on a 128-core cluster
-    env = gym.make("clustergym/Hetero-v0", window_jobs=40)
+    # Hetero-v1 seed 0 (generator, 40 jobs) maps one job to 16 CPU-heavy replicas: 130 cores on a 128-core cluster
+    env = gym.make("clustergym/Hetero-v1", window_jobs=40)
     _, info = env.reset(seed=0)
     dropped = info["episode"]["dropped_jobs"]
     assert dropped and not set(dropped) & {j.jid for j in env.unwrapped.sim.jobs}

@@ -22,8 +22,8 @@ from clustergym.gym_env import InvalidAction
 from clustergym.wrappers import MOReward
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = "clustergym/GPUCluster-v0"
-HETERO = "clustergym/Hetero-v0"
+DEFAULT = "clustergym/GPUCluster-v1"
+HETERO = "clustergym/Hetero-v1"
 SMALL = {"window_jobs": 8}
 
 
@@ -66,7 +66,7 @@ def test_docstring_snippet_runs():
 
 
 def test_ids_registered():
-    for env_id in (DEFAULT, "clustergym/MLFS80-Philly-v0", HETERO, "clustergym/MLFS2474-v0", "clustergym/Hare160-Philly-v0"):
+    for env_id in (DEFAULT, "clustergym/MLFS80-Philly-v1", HETERO, "clustergym/MLFS2474-v1", "clustergym/Hare160-Philly-v1"):
         assert env_id in gym.registry
         assert gym.registry[env_id].max_episode_steps is None
 
@@ -289,7 +289,7 @@ def test_window_translates_actions_and_commands():
 
 
 def test_destinations_on_large_cluster():
-    env = gym.make("clustergym/MLFS2474-v0", window_jobs=60)
+    env = gym.make("clustergym/MLFS2474-v1", window_jobs=60)
     obs, _ = env.reset(seed=0)
     u = env.unwrapped
     assert obs["gpu_loads"].shape == (32, 8) and obs["tasks"].shape[0] == 32

@@ -8,7 +8,7 @@ import clustergym  # noqa: F401
 
 
 def _env(**kw):
-    return gym.make("clustergym/GPUCluster-v0", invalid_action="raise", window_jobs=30, **kw)
+    return gym.make("clustergym/GPUCluster-v1", invalid_action="raise", window_jobs=30, **kw)
 
 
 def test_running_job_rows_preempt_the_whole_job():

@@ -12,7 +12,7 @@ from clustergym.gym_env import ClusterEnv
 from clustergym.reward import Objective
 from clustergym.wrappers import MOReward
 
-HETERO = "clustergym/Hetero-v0"
+HETERO = "clustergym/Hetero-v1"
 MIGRATIONS = Objective("migrations", "migrations", -1, 0.05, doc="task migrations (fewer is better)")
 
 

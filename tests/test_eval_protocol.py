@@ -124,12 +124,12 @@ def test_identity_covers_a_callables_source_and_an_rllib_checkpoints_files(polic
 def test_evaluation_plays_held_out_windows_unless_told_and_says_so(tmp_path, capsys):
     assert EVAL_DEFAULTS == {"split": "test"}
     small = {"window_jobs": 5, "cluster": "tiny-8"}
-    (default,) = evaluate("fifo", "clustergym/GPUCluster-v0", small, [3])
-    (test,) = evaluate("fifo", "clustergym/GPUCluster-v0", {**small, "split": "test"}, [3])
-    (train,) = evaluate("fifo", "clustergym/GPUCluster-v0", {**small, "split": "train"}, [3])
+    (default,) = evaluate("fifo", "clustergym/GPUCluster-v1", small, [3])
+    (test,) = evaluate("fifo", "clustergym/GPUCluster-v1", {**small, "split": "test"}, [3])
+    (train,) = evaluate("fifo", "clustergym/GPUCluster-v1", {**small, "split": "train"}, [3])
     assert default["window_start"] == test["window_start"] != train["window_start"]
-    assert default["env_id"] == "clustergym/GPUCluster-v0"
-    scen = ["--scenarios", "clustergym/GPUCluster-v0:window_jobs=5,cluster=tiny-8", "--policies", "fifo", "--seeds", "3"]
+    assert default["env_id"] == "clustergym/GPUCluster-v1"
+    scen = ["--scenarios", "clustergym/GPUCluster-v1:window_jobs=5,cluster=tiny-8", "--policies", "fifo", "--seeds", "3"]
     assert _main(tmp_path / "a", *scen) == 0
     assert "split=test (held-out windows)" in capsys.readouterr().err
     ep = pd.read_csv(tmp_path / "a" / "episodes.csv")
@@ -161,7 +161,7 @@ def test_protocols_name_registered_ids_held_out_windows_and_seeds_training_never
 
 
 def test_a_protocol_fixes_its_scenarios_and_seeds(tmp_path, capsys):
-    for extra in (["--scenarios", "clustergym/Hetero-v0"], ["--seeds", "1"], ["--set", "window_jobs=3"],
+    for extra in (["--scenarios", "clustergym/Hetero-v1"], ["--seeds", "1"], ["--set", "window_jobs=3"],
                   ["--max-steps", "10"]):
         assert _main(tmp_path, "--protocol", "smoke-v1", *extra) == 2
         assert f"drop {extra[0]}" in capsys.readouterr().err
@@ -189,7 +189,7 @@ def test_protocol_results_file_records_env_ids_versions_and_machine(policy_modul
     episodes = pd.read_csv(out / "episodes.csv")
     assert set(episodes["seed"]) == set(p.seeds) and set(episodes["env_id"]) == {s.env_id for s in p.scenarios}
     md = (out / "protocol.md").read_text()
-    for text in ("# Protocol smoke-v1", "split: `test`", "clustergym/MLFS80-Philly-v0", "gymnasium",
+    for text in ("# Protocol smoke-v1", "split: `test`", "clustergym/MLFS80-Philly-v1", "gymnasium",
                  f"{os.cpu_count()} CPUs", "| mine ", "| mlf-h ", "JCT (h)"):
         assert text in md, text
 
@@ -205,7 +205,7 @@ def test_an_rllib_checkpoint_plays_the_protocol_with_valid_actions(tmp_path):
     ckpt = tmp_path / "ckpt"
     train_rllib(["--env", '{"window_jobs": 8}', "--iterations", "1", "--batch", "256", "--minibatch", "64",
                  "--epochs", "1", "--hidden", "32", "32", "--num-cpus", "1", "--out", str(ckpt)])
-    env = make_env("clustergym/GPUCluster-v0", {"window_jobs": 8, "split": "test", "invalid_action": "raise"})
+    env = make_env("clustergym/GPUCluster-v1", {"window_jobs": 8, "split": "test", "invalid_action": "raise"})
     policy = RLlibPolicy(ckpt, env)
     a, b = (rollout(env, predictor(policy, env, "rl"), 30_000) for _ in range(2))  # a masked action would raise
     assert a["agent_steps"] > 0 and a["episode_return"] == b["episode_return"]  # greedy: deterministic

@@ -8,7 +8,7 @@ import pytest
 
 from clustergym.eval import compare, specs
 
-SCEN = "tiny=clustergym/GPUClusterLight-v0:cluster=tiny-8,window_jobs=4,split=test"
+SCEN = "tiny=clustergym/GPUClusterLight-v1:cluster=tiny-8,window_jobs=4,split=test"
 pytestmark = pytest.mark.reliability  # part of the reliability suite (make test-slow)
 
 
@@ -24,10 +24,10 @@ def test_specs_parse():
     assert specs.parse_policy("mlf-h")["label"] == "mlf-h"
     a = specs.parse_policy("ppo=runs/agent.zip")
     assert a["kind"] == "agent" and a["label"] == "ppo" and a["path"] == "runs/agent.zip"
-    s = specs.parse_scenario("h=clustergym/Hetero-v0:window_jobs=5,generator.load=2")
+    s = specs.parse_scenario("h=clustergym/Hetero-v1:window_jobs=5,generator.load=2")
     assert s["kwargs"] == {"window_jobs": 5, "generator": {"load": 2}}
-    ex = specs.expand_loads([specs.parse_scenario("clustergym/GPUClusterLight-v0:window_jobs=40")], [0.25, 2], "jobs")
-    assert [e["kwargs"]["window_jobs"] for e in ex] == [10, 80] and ex[0]["label"] == "GPUClusterLight-v0@x0.25"
+    ex = specs.expand_loads([specs.parse_scenario("clustergym/GPUClusterLight-v1:window_jobs=40")], [0.25, 2], "jobs")
+    assert [e["kwargs"]["window_jobs"] for e in ex] == [10, 80] and ex[0]["label"] == "GPUClusterLight-v1@x0.25"
 
 
 def test_resume_reruns_only_missing(tmp_path):
@@ -78,24 +78,24 @@ def _main(out, *args):
 
 
 def test_scenarios_that_would_write_the_same_files_are_refused_before_any_run(tmp_path, capsys):
-    args = ["--scenarios", "clustergym/GPUClusterLight-v0:window_jobs=10,cluster=tiny-8",
-            "clustergym/GPUClusterLight-v0:window_jobs=60,cluster=tiny-8"]
+    args = ["--scenarios", "clustergym/GPUClusterLight-v1:window_jobs=10,cluster=tiny-8",
+            "clustergym/GPUClusterLight-v1:window_jobs=60,cluster=tiny-8"]
     assert _main(tmp_path, *args) == 2
     err = capsys.readouterr().err
-    assert "two runs would write the same files runs/fifo__GPUClusterLight-v0__s0.*" in err
+    assert "two runs would write the same files runs/fifo__GPUClusterLight-v1__s0.*" in err
     assert "env_kwargs.window_jobs: 10 -> 60" in err and "give them different labels" in err
     assert not (tmp_path / "runs").exists()  # nothing ran
     with pytest.raises(specs.SweepSpecError, match="specified twice"):  # the same spec twice
         _runs(policies=("fifo", "fifo"))
     # labelled apart, both run and both appear in the table (training windows: every job of them fits tiny-8)
-    assert _main(tmp_path, "--scenarios", "w10=clustergym/GPUClusterLight-v0:window_jobs=10,cluster=tiny-8",
-                 "w60=clustergym/GPUClusterLight-v0:window_jobs=60,cluster=tiny-8", "--set", "split=train") == 0
+    assert _main(tmp_path, "--scenarios", "w10=clustergym/GPUClusterLight-v1:window_jobs=10,cluster=tiny-8",
+                 "w60=clustergym/GPUClusterLight-v1:window_jobs=60,cluster=tiny-8", "--set", "split=train") == 0
     ep = pd.read_csv(tmp_path / "episodes.csv").set_index("scenario")
     assert ep.loc["w10", "n_jobs_window"] == 10 and ep.loc["w60", "n_jobs_window"] == 60
 
 
 def test_rerun_with_other_set_values_runs_again_and_reports_the_new_numbers(tmp_path, capsys):
-    scen = ["--scenarios", "clustergym/GPUClusterLight-v0:cluster=tiny-8"]
+    scen = ["--scenarios", "clustergym/GPUClusterLight-v1:cluster=tiny-8"]
     assert _main(tmp_path, *scen, "--set", "window_jobs=4", "split=test") == 0
     assert pd.read_csv(tmp_path / "episodes.csv")["n_jobs_window"].tolist() == [4]
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # main's handler is gone with it

@@ -13,7 +13,7 @@ from clustergym.eval.stats import (DIRECTIONS, HIGHER_IS_BETTER, SUMMARY_METRICS
                                    metric_intervals, paired_table, results_table)
 from clustergym.scenarios import make_env
 
-ENV_ID = "clustergym/GPUCluster-v0"
+ENV_ID = "clustergym/GPUCluster-v1"
 SMALL = {"split": "test", "window_jobs": 6, "cluster": "tiny-8"}
 
 

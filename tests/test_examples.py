@@ -45,7 +45,7 @@ def test_vector_env_masks(tmp_path, mode):
     # the light scenario: random actions end its 8-job windows within 60 steps (the contended default's
     # 8-job windows of jobs up to 32 GPUs take random actions far longer)
     res = run_example("vector_env_masks.py", "--mode", mode, "--num-envs", "2", "--steps", "60",
-                      "--env-id", "clustergym/GPUClusterLight-v0", cwd=tmp_path)
+                      "--env-id", "clustergym/GPUClusterLight-v1", cwd=tmp_path)
     assert res["num_envs"] == 2 and res["episodes_ended"] > 0
 
 

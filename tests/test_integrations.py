@@ -9,7 +9,7 @@ import pytest
 import clustergym  # noqa: F401  (registers the ids)
 from clustergym.config import OBJECTIVE_NAMES
 
-DEFAULT = "clustergym/GPUCluster-v0"
+DEFAULT = "clustergym/GPUCluster-v1"
 
 
 def test_torchrl_gym_wrapper_with_action_mask():

@@ -16,7 +16,7 @@ DIST, CAND = 3, 2  # feature positions in pair_features' stack (fit, head, cand,
 
 
 def _states(n: int, seed: int) -> list[dict]:
-    env = gym.make("clustergym/GPUCluster-v0", window_jobs=30)
+    env = gym.make("clustergym/GPUCluster-v1", window_jobs=30)
     agent = baselines.make("mlf-h", env=env)
     obs, _ = env.reset(seed=seed)
     out = []

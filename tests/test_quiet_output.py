@@ -26,7 +26,7 @@ def test_gavel_lp_prints_nothing_unless_verbose():
 
 def test_each_warning_of_a_sweep_is_shown_once_with_its_count(tmp_path, monkeypatch, capsys):
     runs = specs.make_runs([specs.parse_policy("fifo")],
-                           specs.expand_loads([specs.parse_scenario("clustergym/GPUCluster-v0")], None), [0, 1, 2])
+                           specs.expand_loads([specs.parse_scenario("clustergym/GPUCluster-v1")], None), [0, 1, 2])
 
     def noisy(run, out_dir):
         warnings.warn("loading a zip can execute code", UserWarning)

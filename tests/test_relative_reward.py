@@ -10,7 +10,7 @@ from clustergym import baselines
 from clustergym.scenarios import make_env
 from clustergym.agents.relative_reward import RelativeToHeuristic
 
-ENV_ID = "clustergym/GPUCluster-v0"
+ENV_ID = "clustergym/GPUCluster-v1"
 CFG = {"split": "train", "window_jobs": 15}
 
 

@@ -26,7 +26,7 @@ EPISODES_PER_ID = 200  # x 5 registered ids = 1,000 episodes
 BLOCKS = 4  # each id's episodes in blocks, so a failure names a small range of seeds
 MAX_STEPS = 250  # per episode (the env truncates there): bounds the suite's run time
 # the big scenario's 1,000-job windows and 32 x 33 actions shrink like the others' (its cluster does not)
-SMALL = {"clustergym/MLFS2474-v0": {"window_size": 16, "n_destinations": 16}}
+SMALL = {"clustergym/MLFS2474-v1": {"window_size": 16, "n_destinations": 16}}
 
 
 def run_checked_episode(env, seed: int) -> int:

@@ -18,8 +18,8 @@ from clustergym.eval import scenarios as characterise
 from clustergym.scenarios import MLFS_X, SCENARIOS, WEEK_S, make_env, mlfs_id, scenario_fields, trace_part
 from helpers import cluster, job, markdown_rows, models
 
-DEFAULT = "clustergym/GPUCluster-v0"
-LIGHT = "clustergym/GPUClusterLight-v0"
+DEFAULT = "clustergym/GPUCluster-v1"
+LIGHT = "clustergym/GPUClusterLight-v1"
 
 
 # ------------------------------------------------------------------ offered load and compression, by hand
@@ -183,9 +183,9 @@ def test_light_scenario_is_the_envconfig_defaults():
 
 
 def test_mlfs_scenarios_follow_section_4_1():
-    assert [mlfs_id(x) for x in MLFS_X] == ["clustergym/MLFS80-x0.25-v0", "clustergym/MLFS80-x0.5-v0",
-                                            "clustergym/MLFS80-x1-v0", "clustergym/MLFS80-x2-v0",
-                                            "clustergym/MLFS80-x3-v0"]
+    assert [mlfs_id(x) for x in MLFS_X] == ["clustergym/MLFS80-x0.25-v1", "clustergym/MLFS80-x0.5-v1",
+                                            "clustergym/MLFS80-x1-v1", "clustergym/MLFS80-x2-v1",
+                                            "clustergym/MLFS80-x3-v1"]
     assert [SCENARIOS[mlfs_id(x)]["window_jobs"] for x in MLFS_X] == [155, 310, 620, 1240, 1860]
     part = trace_part(None, None, "train", 0.5)
     t = part["submit_time"].to_numpy()

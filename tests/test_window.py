@@ -29,7 +29,7 @@ def _rows(u, kind="place"):
 def test_one_row_per_waiting_job_reaches_every_waiting_job():
     """Default window on a contended generator workload: every waiting job whose next task fits a destination
     has exactly one row, whatever its place in the queue (the old window showed the first 16 tasks)."""
-    env = gym.make("clustergym/GPUClusterLight-v0", workload="generator", window_jobs=120, generator={"load": 1.5},
+    env = gym.make("clustergym/GPUClusterLight-v1", workload="generator", window_jobs=120, generator={"load": 1.5},
                    invalid_action="raise")
     u = env.unwrapped
     env.reset(seed=3)

@@ -25,7 +25,7 @@ from clustergym.reward import objective_names
 
 @dataclass
 class TrainConfig:
-    scenario: str = "clustergym/GPUCluster-v0"
+    scenario: str = "clustergym/GPUCluster-v1"
     env: dict = field(default_factory=dict)  # EnvConfig overrides of training and evaluation envs (e.g. window_jobs)
     reward_weights: list[float] | None = None  # one weight per objective (OBJECTIVE_NAMES); None = the env's
     timesteps: int = 30_000  # PPO environment steps (after the warm start)

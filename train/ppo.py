@@ -1,7 +1,7 @@
 """Train a PPO agent on a clustergym scenario: warm start from MLF-H, fine-tune with (Maskable)PPO, compare.
 
 ``python train/ppo.py`` (or ``make train``) with no arguments trains the default pairwise MaskablePPO agent on
-``clustergym/GPUCluster-v0`` and writes a run folder under ``runs/`` with the model, its config, TensorBoard
+``clustergym/GPUCluster-v1`` and writes a run folder under ``runs/`` with the model, its config, TensorBoard
 logs and a results table against the heuristics on held-out windows. ``--help`` lists the flags;
 docs/training.md describes everything.
 

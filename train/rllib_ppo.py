@@ -51,7 +51,7 @@ def build_config(args: argparse.Namespace):
 def main(argv: Sequence[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scenario", default="clustergym/GPUCluster-v0")
+    ap.add_argument("--scenario", default="clustergym/GPUCluster-v1")
     ap.add_argument("--env", default="{}", help='EnvConfig overrides as JSON, e.g. \'{"window_jobs": 20}\'')
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--num-env-runners", type=int, default=0, help="0 = sample in the driver process")
