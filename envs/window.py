@@ -213,6 +213,7 @@ class Window:
         self._missing = np.empty(self.W, np.int64)
         self._codes: dict = {}  # Job -> (its rule, stop code): the running rows' Python-side lookup
         self._option_jobs: set = set()  # the Jobs of option_touched
+        self._drawn: tuple = (None, set())  # the last overflow draw of running rows: (key, Jobs drawn)
         self._row_tids = np.empty(0, np.int64)
         self._movable: list[tuple[int, int, list]] = [(-1, -1, [])] * S
         self._round = -1
@@ -481,8 +482,12 @@ class Window:
                 if j.n_placed == len(j.tasks) and j not in seen
                 and (pre and j not in touched or stop and code(sim, j))]
         if len(jobs) > room:
-            keep = {j.jid for j in round_robin(jobs, RUNNING_ORDERS, sim.now, room)}
-            jobs = [j for j in jobs if j.jid in keep]
+            # drawn once per round and set of candidates (within a round the orderings cannot change)
+            key = (self._round, room, tuple(map(id, jobs)))
+            if self._drawn[0] != key:
+                self._drawn = (key, set(round_robin(jobs, RUNNING_ORDERS, sim.now, room)))
+            keep = self._drawn[1]
+            jobs = [j for j in jobs if j in keep]
         rows.extend([j.tasks[0] for j in jobs])
         return len(jobs)
 
