@@ -7,9 +7,9 @@ consolidated (servers hosting the job first, then best fit), GPU type ignored.
 
 Preemption: when the best waiting job does not fit and a running job sits in a strictly lower-priority
 queue, the lowest-priority running job (latest submitted among ties) is preempted (``sim.preempt``,
-suspend/resume costs charged by the engine). Through the env this needs ``EnvConfig(preemption=True)`` (running
-jobs are then offered as preemption rows); with the default env (MLFS's action space, no preemption)
-Tiresias is non-preemptive.
+suspend/resume costs charged by the engine). Through the env it acts on the victim's running-job row
+(``EnvConfig.preemption``, on by default); with ``preemption=False`` Tiresias is non-preemptive. The head is
+taken from the whole queue and the victim from every running job, not only the window's rows.
 
 Thresholds: the paper's K and thresholds are operator parameters; we default to K = 2 with one
 threshold at 3600 GPU-seconds (one GPU-hour) and no starvation promotion (``promote_knob`` = None).

@@ -211,7 +211,9 @@ class Window:
         self._stop_table = np.full((n, _N_STOP), -1, np.int64)
         self._changed = np.full(n, -1, np.int64)
         self._missing = np.empty(self.W, np.int64)
-        self._codes: dict = {}  # Job -> its stop code in this round (the running rows' Python-side lookup)
+        self._codes: dict = {}  # Job -> (its rule, stop code): the running rows' Python-side lookup
+        self._option_jobs: set = set()  # the Jobs of option_touched
+        self._drawn: tuple = (None, set())  # the last overflow draw of running rows: (key, Jobs drawn)
         self._row_tids = np.empty(0, np.int64)
         self._movable: list[tuple[int, int, list]] = [(-1, -1, [])] * S
         self._round = -1
@@ -224,7 +226,7 @@ class Window:
         self.touched.clear()
         self.touched_jobs.clear()
         self.option_touched.clear()
-        self._codes.clear()
+        self._option_jobs.clear()
         self._round += 1
         cur, jidx = self._cur, self._jidx
         for job in sim.active_jobs.values():
@@ -238,7 +240,7 @@ class Window:
             job = sim.job_by_id[cmd.jid]
             j = self._jidx[job]
             self.option_touched.add(cmd.jid)
-            self._codes[job] = 0
+            self._option_jobs.add(job)
             self._changed[j] = self._round
             self._cur[j] = _OPTION_INDEX[job.stop_option]
             return
@@ -422,25 +424,22 @@ class Window:
     def _ask_rule(self, sim: "Simulator", j: int) -> int:
         """The options job ``j`` (an index of ``sim.jobs``) may move to from its current one, as bits (bit o:
         ``STOP_OPTIONS[o]``), by the simulator's rule (``Simulator.stop_option_error``); kept in the table."""
-        jid = self._jobs[j].jid
-        code = sum(1 << o for o, opt in enumerate(STOP_OPTIONS) if sim.stop_option_error(jid, opt) is None)
-        self._stop_table[j, self._cur[j]] = code
+        job = self._jobs[j]
+        code = sum(1 << o for o, opt in enumerate(STOP_OPTIONS) if sim.stop_option_error(job.jid, opt) is None)
+        self._stop_table[j, _OPTION_INDEX[job.stop_option]] = code
         return code
 
     def _stop_code(self, sim: "Simulator", job: "Job") -> int:
-        """The stop options ``job`` may move to now, as bits: none after a change in this round (kept per
-        round: within a round a job's rule changes only by a command, which :meth:`touch` records)."""
-        code = self._codes.get(job)
-        if code is None:
+        """The stop options ``job`` may move to now, as bits: none after a change in this round. The bits of a
+        (job, current rule) pair do not change while the job is active, so they are kept per job and rule."""
+        if job in self._option_jobs:
+            return 0
+        hit = self._codes.get(job)
+        if hit is None or hit[0] != job.stop_option:
             j = self._jidx[job]
-            if self._changed[j] == self._round:
-                code = 0
-            else:
-                code = int(self._stop_table[j, self._cur[j]])
-                if code < 0:
-                    code = self._ask_rule(sim, j)
-            self._codes[job] = code
-        return code
+            code = int(self._stop_table[j, _OPTION_INDEX[job.stop_option]])
+            hit = self._codes[job] = (job.stop_option, code if code >= 0 else self._ask_rule(sim, j))
+        return hit[1]
 
     def _write_stop_mask(self, sim: "Simulator") -> None:
         """The stop-option columns of the shown rows (:func:`clustergym.kernels.stop_mask`), asking the
@@ -483,8 +482,12 @@ class Window:
                 if j.n_placed == len(j.tasks) and j not in seen
                 and (pre and j not in touched or stop and code(sim, j))]
         if len(jobs) > room:
-            keep = {j.jid for j in round_robin(jobs, RUNNING_ORDERS, sim.now, room)}
-            jobs = [j for j in jobs if j.jid in keep]
+            # drawn once per round and set of candidates (within a round the orderings cannot change)
+            key = (self._round, room, tuple(map(id, jobs)))
+            if self._drawn[0] != key:
+                self._drawn = (key, set(round_robin(jobs, RUNNING_ORDERS, sim.now, room)))
+            keep = self._drawn[1]
+            jobs = [j for j in jobs if j in keep]
         rows.extend([j.tasks[0] for j in jobs])
         return len(jobs)
 

@@ -22,12 +22,18 @@ import clustergym  # noqa: F401
 
 
 def greedy(u, rng):
-    m = u.action_masks()
-    C = u.window.C
-    for a in np.flatnonzero(m[:-1]):
-        if u.window.kinds[a // C] == "place" and a % C < u.K:
-            return int(a)
-    return u.end_round_action
+    """The first valid placement (lowest row, then column), else end the round. Waiting rows come last and
+    together in the window, so only their part of the mask is searched."""
+    w = u.window
+    try:
+        first = w.kinds.index("place")
+    except ValueError:
+        return u.end_round_action
+    valid = np.flatnonzero(w.mask[:-1].reshape(w.W, w.C)[first:, :u.K])
+    if not len(valid):
+        return u.end_round_action
+    r, c = divmod(int(valid[0]), u.K)
+    return (first + r) * w.C + c
 
 
 def random_valid(u, rng):

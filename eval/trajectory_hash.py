@@ -3,8 +3,8 @@
     .venv/bin/python eval/trajectory_hash.py [--max-steps 3000] [--out hashes.json] [--check hashes.json]
 
 Each case runs seeded episodes (one ``reset(seed=...)``, then plain ``reset()`` after each end, until
-the step budget is spent), with several policies and scenarios (including preemption rows and a
-large cluster whose destinations are a nearest-K subset) and hashes, per step, every observation key
+the step budget is spent), with several policies and scenarios (including preemption and stop-option
+actions off, and a large cluster whose destinations are a nearest-K subset) and hashes, per step, every observation key
 (dtype, shape and bytes), the reward, terminated/truncated, ``info["objectives"]``, ``info["action_mask"]``,
 the other scalar info fields, the window's candidate task ids and kinds and the destination columns; then
 the final ``info["summary"]``. A performance change that claims to keep behaviour must leave every hash

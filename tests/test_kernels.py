@@ -227,6 +227,36 @@ def test_first_rows_per_job_is_the_window_cap(seed, n, n_jobs, cap):
     assert kernels.first_rows_per_job(wide[:, 1], tids, offset, job_of_task, cap, counts).tolist() == ref
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 40), st.integers(1, 10))
+def test_stop_mask_reads_the_rule_table(seed, n_rows, n_jobs):
+    """Row r allows option o exactly when bit o of its job's table entry (for the job's current option) is
+    set and the job's rule did not change in this round; unknown entries (-1) are reported, not written."""
+    rng = np.random.default_rng(seed)
+    job_of_task = rng.integers(0, n_jobs, 60).astype(np.int64)
+    row_tids = rng.integers(0, 60, n_rows).astype(np.int64)
+    cur = rng.integers(0, 3, n_jobs).astype(np.int64)
+    table = rng.integers(-1, 8, (n_jobs, 3)).astype(np.int64)
+    changed = rng.integers(3, 6, n_jobs).astype(np.int64)
+    rnd = 5
+    wide = np.full((max(1, n_rows), 7), True)  # a strided view, as the window's mask columns are
+    mask = wide[:n_rows, 4:]
+    missing = np.empty(max(1, n_rows), np.int64)
+    m = kernels.stop_mask(row_tids, job_of_task, cur, table, changed, rnd, mask, missing)
+    want_missing = []
+    for r in range(n_rows):
+        j = job_of_task[row_tids[r]]
+        code = table[j, cur[j]]
+        if code < 0:
+            want_missing.append(j)
+            assert mask[r].all()  # left alone
+            continue
+        for o in range(3):
+            assert mask[r, o] == (bool(code >> o & 1) and changed[j] != rnd), (r, o)
+    assert missing[:m].tolist() == want_missing
+    assert wide[:n_rows, :4].all()  # the other columns untouched
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 120), st.integers(1, 40))
 def test_server_features_match_numpy(seed, S, K):
