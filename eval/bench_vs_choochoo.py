@@ -10,13 +10,14 @@ Both environments run as child processes pinned to the same core (``os.sched_set
 (not timed), then times ``--steps`` steps of uniformly random *valid* actions, resetting whenever an episode
 ends (resets timed, as in a training loop).
 
-The gpu-choochoo side is an 80-GPU cluster like ``mlfs-80``: 20 nodes of 4 V100s (32 GB each, its catalogue's
-V100 entry), a 24 h trace from its ``RealisticWorkloadGenerator`` (seeded), queue observation of 16 jobs. Its
-valid actions are "no-op" and the indices of the jobs actually in its queue (the env ignores the rest); it
-places a chosen job by its own best fit. The clustergym side uses ``eval/bench_env.py``'s ``random_valid`` on
-``--id``. The two do different amounts of modelling per step (clustergym: task DAGs, per-resource use,
-overload, contention, a fixed-size observation of W rows x K servers; gpu-choochoo: whole-job placement on
-free GPU counts): the ratio says how fast each is to train on, not that they simulate the same thing.
+The gpu-choochoo side is an 80-GPU cluster like ``mlfs-80``: 20 nodes of 4 V100s (32 GB each, its
+catalogue's V100 entry), a 24 h trace from its ``RealisticWorkloadGenerator`` (seeded), queue observation of
+16 jobs. Its valid actions are "no-op" and the indices of the jobs actually in its queue (the env ignores the
+rest); it places a chosen job by its own best fit. The clustergym side is ``eval/bench_env.py``'s ``bench``
+with ``random_valid`` on ``--id``. The two do different amounts of modelling per step (clustergym: task DAGs,
+per-resource use, overload, contention, a fixed-size observation of W rows x K servers; gpu-choochoo:
+whole-job placement on free GPU counts): the ratio says how fast each is to train on, not that they simulate
+the same thing.
 """
 from __future__ import annotations
 
@@ -63,28 +64,16 @@ CHOOCHOO_CHILD = textwrap.dedent("""
 """)
 
 CLUSTERGYM_CHILD = textwrap.dedent("""
-    import json, os, sys, time
-    import gymnasium as gym
-    import numpy as np
+    import json, os, sys
     import clustergym  # noqa: F401
-    from clustergym.eval.bench_env import random_valid
+    from clustergym.eval.bench_env import bench, random_valid
     core, steps, seed, env_id = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     os.sched_setaffinity(0, {core})
-    env = gym.make(env_id)
-    u = env.unwrapped
-    env.reset(seed=seed)
-    rng = np.random.default_rng(seed)
-    n = eps = 0
-    t0 = time.perf_counter()
-    while n < steps:
-        _, _, te, tr, _ = env.step(random_valid(u, rng))
-        n += 1
-        if te or tr:
-            eps += 1
-            env.reset()
-    dt = time.perf_counter() - t0
-    print(json.dumps({"env": env_id, "steps": n, "seconds": dt, "steps_per_s": n / dt, "episodes_ended": eps}))
+    r = bench(env_id, steps, random_valid, seed)
+    print(json.dumps({"env": env_id, "steps": r["steps"], "seconds": r["seconds"], "steps_per_s": r["steps_per_s"],
+                      "episodes_ended": r["episodes_ended"]}))
 """)
+
 
 
 def scratch_venv(path: Path) -> Path:
