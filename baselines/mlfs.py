@@ -29,7 +29,14 @@ then picks the server's least-loaded GPU. Migration (§3.3.3): on each overloade
 virtual task among the lowest-priority ``p_s`` share of the tasks on its overloaded GPUs (all its
 tasks if no GPU is overloaded), moved to the ideal host elsewhere, or back to the queue if none.
 Migrations are handled before placements in a round (the paper reschedules them "along with" the
-queue; ordering them first is our simplification).
+queue; ordering them first is our simplification). A server is acted on only once its overload has lasted
+``overload_persist_s`` and only if moving its candidates out (lowest priority first) can bring it under h_r
+on every resource (:func:`can_relieve`; the paper moves tasks "until the server is not overloaded"); NIC-only
+overloads move tasks only towards their neighbours and never requeue (``nic_guard``). docs/baselines.md
+gives the measurements behind each.
+
+Stopping: MLFS's schedulers run every changeable job with OptStop (§4), so MLF-H first moves the jobs it sees
+to "opt-stop" (``system_stop_option``).
 """
 from __future__ import annotations
 
@@ -39,13 +46,14 @@ from typing import TYPE_CHECKING, Iterator
 
 from clustergym.core.job import Job, Task, TaskState
 from clustergym.core.loadcontrol import LoadControl
+from clustergym.core.resources import gpu_overloaded
 from clustergym.core.view import ClusterView
 
 if TYPE_CHECKING:
     from clustergym.core.engine import Simulator
 
-from .base import (Candidates, Command, Policy, comm_to_servers, ideal_host_order, ideal_task_choice, job_fits,
-                   keep_ps_with_workers, restrict, server_mask)
+from .base import (Candidates, Command, Policy, comm_neighbours, comm_to_servers, ideal_host_order,
+                   ideal_task_choice, job_fits, keep_ps_with_workers, restrict, server_mask)
 
 
 def loss_ratio(job: Job, iters: float | None = None) -> tuple[int, float]:
@@ -81,6 +89,10 @@ class MLFH(Policy):
     time_unit_s: float = 3600.0
     min_time_s: float = 60.0
     migration_cooldown_s: float = 600.0  # a task placed/moved less than this ago is not moved (anti-thrash)
+    # our additions to §3.3.3 (docs/baselines.md, deviations 2, 5, 6), each switchable for ablations:
+    nic_guard: bool = True  # NIC-only overload: move only towards the task's neighbours, never requeue
+    relieve_only: bool = True  # act on a server only if moving its candidates out can end its overload
+    overload_persist_s: float = 600.0  # act on an overload only once it has lasted this long
 
     # ------------------------------------------------------------------ priority
     def job_priorities(self, view: ClusterView, job: Job) -> list[float]:
@@ -190,12 +202,15 @@ class MLFH(Policy):
             if (t.state == TaskState.RUNNING and over[t.server] and t.tid not in self._touched
                     and view.now - t.placed_at >= self.migration_cooldown_s):
                 by_server.setdefault(t.server, []).append(t)
+        h = self.threshold(view)
         for s in sorted(by_server):
             tasks = by_server[s]
             if len(view.running_tasks(s)) < 2:
                 continue  # a lone task overloads any server: moving it cannot help
+            if view.overloaded_for(s) < self.overload_persist_s:
+                continue  # a usage swing that clears by itself (jobs' use changes every ~10 min)
             over_res = view.overloaded_resources(s)
-            nic_only = not over_res[:3].any()
+            nic_only = self.nic_guard and not over_res[:3].any()
             if nic_only:
                 # NIC-only overload: the traffic is the jobs' own cross-server traffic, so a move helps only
                 # if the task then exchanges more with its new server than with the tasks it leaves (the
@@ -214,6 +229,8 @@ class MLFH(Policy):
                 pool = on_hot[:max(1, math.ceil(self.p_s * len(on_hot)))] if on_hot else []
             else:
                 pool = [t for t in tasks if not math.isinf(prio[t.tid])] or tasks
+            if self.relieve_only and not can_relieve(view, s, sorted(pool, key=lambda t: (prio[t.tid], t.tid)), h):
+                continue  # moving every candidate out would leave it overloaded: moves only cost here
             pick = ideal_task_choice(view, s, pool)
             if pick is None:
                 continue
@@ -223,11 +240,57 @@ class MLFH(Policy):
                 dests = [d for d in dests if ok[d]] if ok.any() else []
             for dest in dests:
                 yield Command("migrate", pick.tid, dest)
-            if over_res[:3].any():
+            if over_res[:3].any() or not self.nic_guard:
                 # back to the queue only when GPU, CPU or memory is overloaded: leaving frees them. A NIC
                 # overload comes from the job's own cross-server traffic, which requeueing one task does not
                 # cure: the job would stop, be placed again as spread out, and be requeued again.
                 yield Command("requeue", pick.tid)
+
+
+def nic_change(view: ClusterView, task: Task, s: int) -> float:
+    """MB/s by which server ``s``'s NIC load changes when ``task`` (now on ``s``) leaves it: its edges to
+    placed neighbours elsewhere stop crossing ``s``'s NIC, its edges to neighbours staying on ``s`` start to
+    (volumes: :func:`comm_neighbours`, at the job's current speed)."""
+    rate = view.speed(task.job)
+    change = 0.0
+    for nb, mb in comm_neighbours(task):
+        if nb.state == TaskState.RUNNING:
+            change += mb * rate if nb.server == s else -mb * rate
+    return change
+
+
+def can_relieve(view: ClusterView, s: int, candidates: list[Task], h: float) -> bool:
+    """MLFS §3.3.3 moves tasks out of an overloaded server "until the server is not overloaded": would taking
+    ``candidates`` out one after another (at their current use) bring server ``s`` to h x capacity or below on
+    every resource (CPU, memory, NIC, and no GPU overloaded by sharing)? A server overloaded by what no
+    candidate uses (a NIC carrying the traffic of jobs that stay) cannot be relieved: moving tasks off it
+    would only pause jobs and leave free GPUs that no placement may use while it stays overloaded."""
+    cpu, mem, net = float(view.cpu_use[s]), float(view.mem_use[s]), float(view.net_mbps[s])
+    cpu_lim, mem_lim, net_lim = (h * float(view.cpu_cap[s]), h * float(view.mem_cap[s]),
+                                 h * float(view.nic_gbps[s]) * 125.0)
+    first, n = int(view.server_first_gpu[s]), int(view.server_n_gpus[s])
+    load = {g: float(view.gpu_load[g]) for g in range(first, first + n)}
+    on_gpu: dict[int, dict] = {g: {} for g in load}  # per GPU: its jobs' task counts (a job's use counts once)
+    for t in view.running_tasks(s):
+        if t.gpu >= 0:
+            on_gpu[t.gpu][t.job] = on_gpu[t.gpu].get(t.job, 0) + 1
+
+    def overloaded() -> bool:
+        return (cpu > cpu_lim or mem > mem_lim or net > net_lim
+                or any(bool(gpu_overloaded(load[g], len(on_gpu[g]), h)) for g in load))
+
+    for t in candidates:
+        if not overloaded():
+            return True
+        c, m = view.task_use(t)
+        cpu, mem, net = cpu - c, mem - m, net + nic_change(view, t, s)
+        if t.gpu >= 0:
+            jobs = on_gpu[t.gpu]
+            jobs[t.job] -= 1
+            if not jobs[t.job]:
+                del jobs[t.job]
+                load[t.gpu] -= view.gpu_use(t)
+    return not overloaded()
 
 
 # MLF-C lives in the simulator core so any policy can switch it on (clustergym.core.loadcontrol).

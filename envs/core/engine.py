@@ -100,6 +100,8 @@ class Simulator:
             if why:
                 raise UnplaceableJob(job.jid, f"job {job.jid} ({job.model.name}): {why}")
         self.task_server = self.resources.task_server  # read by the env's affinity kernel
+        # per server: when its current overload began (meaningful while it is overloaded)
+        self.overloaded_since = [0.0] * self.cluster.n_servers
         self.queue: dict[int, Task] = {}  # waiting tasks by tid, in queue-entry order
         self.active_jobs: dict[int, Job] = {}
         self.metrics = Metrics(self.cluster.n_servers)
@@ -505,6 +507,8 @@ class Simulator:
             jobs.clear()
         if changes.began:
             self.metrics.on_overloads_began(len(changes.began))
+            for s in changes.began:
+                self.overloaded_since[s] = self.now
             self._request_tick()
             changes.began.clear()
         if changes.ended:

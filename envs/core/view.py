@@ -96,6 +96,12 @@ class ClusterView:
     def overloaded_servers(self) -> list[int]:
         return self._sim.overloaded_servers()
 
+    def overloaded_for(self, server: int) -> float:
+        """How long ``server`` has been overloaded without a break, up to now (0 if it is not overloaded)."""
+        if not self.overloaded[server]:
+            return 0.0
+        return self._sim.now - self._sim.overloaded_since[server]
+
     # ---------------------------------------------------------------------------------- jobs' progress
     def iters(self, job: Job) -> float:
         """Iterations the job has done by now."""
