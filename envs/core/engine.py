@@ -33,7 +33,7 @@ from .progress import (advance, cancel_completion, completion_time, on_attach, o
 from .resources import Changes, Resources
 from .stall import StallWarning, StallWatch  # noqa: F401  (StallWarning: part of the engine API)
 from .state import ClusterState
-from .workload import STOP_OPTIONS, JobSpec
+from .workload import JobSpec
 
 # event kinds, in tie-break order at equal times: state changes before the tick that reacts to them
 EV_COMPLETE, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_TICK = range(7)
@@ -285,28 +285,9 @@ class Simulator:
         self._flush()
 
     def stop_option_error(self, jid: int, option: str | None) -> str | None:
-        """Why job ``jid``'s stopping rule may not become ``option`` now (None if it may).
-
-        MLFS §3.5: the user picks an option and says whether the system may change it; the system only ever
-        moves a job to a cheaper option, in the order run-all -> opt-stop -> requirement, and may always give
-        it back its own."""
+        """Why job ``jid``'s stopping rule may not become ``option`` now (None if it may): :meth:`Job.stop_option_error`."""
         job = self.job_by_id.get(jid)
-        if job is None:
-            return f"unknown job id {jid}"
-        if option not in STOP_OPTIONS:
-            return f"unknown stop option {option!r}; known: {STOP_OPTIONS}"
-        if job.state != JOB_ACTIVE:
-            return f"job {jid} is {job.state.name}, only ACTIVE jobs change their stopping rule"
-        if option == job.stop_option:
-            return f"job {jid} already uses {option!r}"
-        own = job.spec.stop_option
-        if option == own:
-            return None
-        if not job.spec.stop_changeable:
-            return f"job {jid}'s user did not allow the system to change its stopping rule ({own!r})"
-        if STOP_OPTIONS.index(option) < STOP_OPTIONS.index(own):
-            return f"job {jid}: {option!r} is not cheaper than the user's {own!r} (order {STOP_OPTIONS})"
-        return None
+        return f"unknown job id {jid}" if job is None else job.stop_option_error(option)
 
     def set_stop_option(self, jid: int, option: str) -> None:
         """Change a job's effective stopping rule (MLF-C, or a policy's "stop-option" command) under the rule

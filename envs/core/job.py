@@ -143,6 +143,28 @@ class Job:
     def loss_at_iter(self, i: float) -> float:
         return self.model.curve.loss_at(i / self.spec.max_iterations)
 
+    def stop_option_error(self, option: str | None) -> str | None:
+        """Why this job's stopping rule may not become ``option`` now (None if it may).
+
+        MLFS §3.5: the user picks an option and says whether the system may change it; the system only ever
+        moves a job to a cheaper option, in the order run-all -> opt-stop -> requirement, and may always give
+        it back its own."""
+        jid = self.jid
+        if option not in STOP_OPTIONS:
+            return f"unknown stop option {option!r}; known: {STOP_OPTIONS}"
+        if self.state != JOB_ACTIVE:
+            return f"job {jid} is {self.state.name}, only ACTIVE jobs change their stopping rule"
+        if option == self.stop_option:
+            return f"job {jid} already uses {option!r}"
+        own = self.spec.stop_option
+        if option == own:
+            return None
+        if not self.spec.stop_changeable:
+            return f"job {jid}'s user did not allow the system to change its stopping rule ({own!r})"
+        if STOP_OPTIONS.index(option) < STOP_OPTIONS.index(own):
+            return f"job {jid}: {option!r} is not cheaper than the user's {own!r} (order {STOP_OPTIONS})"
+        return None
+
     def target_for(self, option: str) -> float:
         """The iteration the job stops at under ``option``: all of its budget, OptStop's *predicted* optimum
         (the scheduler cannot see the true curve), or the first iteration meeting the accuracy requirement."""
