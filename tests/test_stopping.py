@@ -15,7 +15,8 @@ from clustergym.baselines.base import run
 from clustergym.core.catalogue import ModelProfile
 from clustergym.core.config import SimConfig
 from clustergym.core.curves import LearningCurve
-from clustergym.core.engine import Simulator, optstop_prediction_errors
+from clustergym.core.engine import Simulator
+from clustergym.core.job import optstop_prediction_errors
 from clustergym.core.generator import generate
 from clustergym.core.loadcontrol import LoadControl
 from clustergym.core.presets import cluster_preset

@@ -26,7 +26,8 @@ import numpy as np
 from .catalogue import ModelProfile
 from .config import SimConfig, SimConfigError  # noqa: F401  (re-exported: part of the engine API)
 from .hardware import ClusterSpec
-from .job import JOB_ACTIVE, TASK_RUNNING, TASK_WAITING, Job, JobState, Task, TaskState, make_job
+from .job import (JOB_ACTIVE, TASK_RUNNING, TASK_WAITING, Job, JobState, Task, TaskState, make_job,
+                  optstop_prediction_errors)
 from .metrics import Metrics, job_records
 from .progress import (advance, cancel_completion, completion_time, on_attach, on_detach, refresh_rate,
                        start as start_progress, stop as stop_progress)
@@ -37,18 +38,6 @@ from .workload import JobSpec
 
 # event kinds, in tie-break order at equal times: state changes before the tick that reacts to them
 EV_COMPLETE, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_TICK = range(7)
-
-
-# the child of the simulator's seed that draws OptStop's prediction errors (the simulator's own Generator is the
-# seed itself, so these draws shift none of its draws)
-OPTSTOP_STREAM = 1
-
-
-def optstop_prediction_errors(seed: int, n_jobs: int, sigma: float) -> list[float]:
-    """Per job (in submission order), the factor OptStop's learning-curve predictor is off by: exp(eps), eps ~
-    N(0, sigma), from a stream of its own (:data:`OPTSTOP_STREAM`, a child of ``seed``)."""
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(OPTSTOP_STREAM,))))
-    return np.exp(sigma * rng.standard_normal(n_jobs)).tolist()
 
 
 class InvalidCommand(ValueError):

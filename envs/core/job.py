@@ -7,9 +7,23 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+import numpy as np
+
 from .catalogue import ModelProfile
 from .dag import TaskTemplate, build_tasks
 from .workload import STOP_OPTIONS, JobSpec
+
+
+# the child of the simulator's seed that draws OptStop's prediction errors (the simulator's own Generator is the
+# seed itself, so these draws shift none of its draws)
+OPTSTOP_STREAM = 1
+
+
+def optstop_prediction_errors(seed: int, n_jobs: int, sigma: float) -> list[float]:
+    """Per job (in submission order), the factor OptStop's learning-curve predictor is off by: exp(eps), eps ~
+    N(0, sigma), from a stream of its own (:data:`OPTSTOP_STREAM`, a child of ``seed``)."""
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(OPTSTOP_STREAM,))))
+    return np.exp(sigma * rng.standard_normal(n_jobs)).tolist()
 
 
 class TaskState(IntEnum):

@@ -92,9 +92,28 @@ def never_runs(tasks: list, cluster: ClusterSpec, totals: tuple[float, float, fl
     """Why a job with these task templates could never run on ``cluster`` (its tasks together exceed the
     cluster, or no packing of them onto the idle cluster exists: :func:`idle_packing`), or None."""
     short = gang_shortfall(tasks, cluster, totals)
-    if short is None and idle_packing(tasks, cluster) is False:
+    if short is None and packs_on_idle(tasks, cluster) is False:
         return _no_packing(len(tasks), cluster)
     return short
+
+
+_PACKS: dict[tuple, bool | None] = {}  # (job shape, cluster) -> idle_packing's answer
+_PACKS_MAX = 100_000
+
+
+def packs_on_idle(tasks: list, cluster: ClusterSpec) -> bool | None:
+    """:func:`idle_packing`, answered once per job shape (its tasks' demands) and cluster in a process: the env
+    filters an episode's jobs with it and the simulator checks them again when built. An undecided search is
+    warned about once."""
+    key = (tuple(sorted((t.kind, t.gpu_memory_gb, t.cpu_cores, t.memory_gb) for t in tasks)), cluster)
+    if key not in _PACKS:
+        if len(_PACKS) >= _PACKS_MAX:
+            _PACKS.clear()
+        _PACKS[key] = idle_packing(tasks, cluster)
+        if _PACKS[key] is None:
+            warnings.warn(f"could not decide within {PACK_BUDGET} search steps whether a job's {len(tasks)} "
+                          f"tasks fit the idle cluster {cluster.name!r} together", RuntimeWarning, stacklevel=3)
+    return _PACKS[key]
 
 
 def _no_packing(n_tasks: int, cluster: ClusterSpec) -> str:
@@ -318,17 +337,9 @@ class Resources:
         return self._never_packs(job)
 
     def _never_packs(self, job: Job) -> str | None:
-        """:func:`never_runs`'s packing part, once per job shape (its tasks' demands); an undecided search is
-        reported as a warning (the run's stall detection then ends a run the job holds open)."""
+        """:func:`never_runs`'s packing part (:func:`packs_on_idle`)."""
         tasks = [t.t for t in job.tasks]
-        shape = tuple(sorted((t.kind, t.gpu_memory_gb, t.cpu_cores, t.memory_gb) for t in tasks))
-        packs = self._static_fit.setdefault("packs", {})
-        if shape not in packs:
-            packs[shape] = idle_packing(tasks, self.cluster.spec)
-            if packs[shape] is None:
-                warnings.warn(f"job {job.jid}: could not decide within {PACK_BUDGET} search steps whether its "
-                              f"{len(tasks)} tasks fit the idle cluster together", RuntimeWarning, stacklevel=4)
-        return _no_packing(len(tasks), self.cluster.spec) if packs[shape] is False else None
+        return _no_packing(len(tasks), self.cluster.spec) if packs_on_idle(tasks, self.cluster.spec) is False else None
 
     # ------------------------------------------------------------------------------------------ placement
     def attach(self, task: Task, server: int, gpu: int) -> Changes:
