@@ -20,7 +20,8 @@ fields as ``gymnasium.make`` keywords; dotted keys for nested dicts: ``generator
 apply to every scenario. Runs play held-out windows (``split=test``) unless ``--set split=train`` (or a scenario's
 own ``split``) says otherwise; the split used is printed. ``--loads 0.25 0.5 1 2 3`` expands each scenario into a
 load sweep: ``--load-mode jobs`` scales ``window_jobs`` by x, ``--load-mode generator`` sets ``generator.load = x``
-(generator workloads). ``--protocol NAME`` fixes the scenarios, split and seeds (no ``--scenarios``, ``--set``,
+(generator workloads), ``--load-mode arrival`` sets the trace windows' offered ``load`` to x (inter-arrival times
+compressed). ``--protocol NAME`` fixes the scenarios, split and seeds (no ``--scenarios``, ``--set``,
 ``--seeds``, ``--loads`` or ``--max-steps``) and adds ``protocol.json`` and ``protocol.md`` to the outputs.
 
 **Outputs** (``--out``): ``runs/<policy>__<scenario>__s<seed>.json`` (episode summary + timing and the run's
@@ -309,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="episode seeds (default 0 1 2; experiments: their own default)")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="env overrides for every scenario")
     ap.add_argument("--loads", nargs="*", type=float, default=None, help="load sweep factors x, e.g. 0.25 0.5 1 2 3")
-    ap.add_argument("--load-mode", choices=("jobs", "generator"), default="jobs")
+    ap.add_argument("--load-mode", choices=("jobs", "generator", "arrival"), default="jobs")
     ap.add_argument("--reference", default=None, help="policy label for relative differences (y - z) / z")
     ap.add_argument("--out", default=None,
                     help="output folder (default results/<experiment>, results/protocol-<name> or results/sweep)")

@@ -349,8 +349,10 @@ def expand_loads(scenarios: list[dict], loads: Sequence[float] | None, mode: str
                 kw["window_jobs"] = max(1, int(round(base_window_jobs(sc["env_id"], kw) * x)))
             elif mode == "generator":
                 kw = deep_merge(kw, {"workload": "generator", "generator": {"load": float(x)}})
+            elif mode == "arrival":
+                kw["load"] = float(x)
             else:
-                raise ValueError(f"load mode must be 'jobs' or 'generator', got {mode!r}")
+                raise ValueError(f"load mode must be 'jobs', 'generator' or 'arrival', got {mode!r}")
             out.append({"label": f"{sc['label']}@x{x:g}", "env_id": sc["env_id"], "kwargs": kw,
                         "base": sc["label"], "load": float(x)})
     return out
