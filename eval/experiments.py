@@ -10,97 +10,19 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from .specs import expand_loads, make_runs, parse_policy, parse_scenario
-from .stats import fmt_num, fmt_pct, t_interval
-
-EXPERIMENTS: dict[str, Callable] = {}
-
-
-def experiment(fn: Callable) -> Callable:
-    EXPERIMENTS[fn.__name__.replace("_", "-")] = fn
-    return fn
-
-
-def get(name: str) -> Callable:
-    try:
-        return EXPERIMENTS[name]
-    except KeyError:
-        raise SystemExit(f"unknown experiment {name!r}; known: {sorted(EXPERIMENTS)}") from None
-
-
-# --------------------------------------------------------------------------- helpers for claims
-
-
-def paired_rel(ep, policy: str, ref: str, metric: str, where=None) -> tuple[float, float, float, int]:
-    """Per (scenario, seed) paired (y − z)/z of ``policy`` against ``ref``; (mean, lo, hi, n) t-interval."""
-    d = ep if where is None else ep[where(ep)]
-    a = d[d["policy"] == policy].set_index(["scenario", "seed"])[metric]
-    b = d[d["policy"] == ref].set_index(["scenario", "seed"])[metric]
-    j = a.to_frame("y").join(b.to_frame("z"), how="inner")
-    r = ((j["y"] - j["z"]) / j["z"]).replace([np.inf, -np.inf], np.nan)
-    m, lo, hi, _, n = t_interval(r.to_numpy(dtype=float))
-    return m, lo, hi, n
-
-
-def ratio_of_means(ep, policy: str, ref: str, metric: str, where=None) -> float:
-    d = ep if where is None else ep[where(ep)]
-    y = d.loc[d["policy"] == policy, metric].mean()
-    z = d.loc[d["policy"] == ref, metric].mean()
-    return (y - z) / z if z else math.nan
-
-
-def _pct_ci(m, lo, hi, n) -> str:
-    if not np.isfinite(m):
-        return "–"
-    if not np.isfinite(lo):
-        return f"{fmt_pct(m)} (n={n})"
-    return f"{fmt_pct(m)} [{fmt_pct(lo)}, {fmt_pct(hi)}] (n={n})"
-
-
-def _agree_range(m: float, lo: float, hi: float, paper_lo: float, paper_hi: float) -> str:
-    """Direction (the interval excludes 0 on the paper's side) and size (the interval overlaps the paper's
-    range)."""
-    if not np.isfinite(m):
-        return "no data"
-    paper_sign = np.sign(paper_lo + paper_hi)
-    lo_, hi_ = (lo, hi) if np.isfinite(lo) else (m, m)
-    significant = lo_ > 0 or hi_ < 0
-    same = np.sign(m) == paper_sign
-    overlap = not (hi_ < min(paper_lo, paper_hi) or lo_ > max(paper_lo, paper_hi))
-    if significant and same:
-        return "yes (direction and size)" if overlap else "direction yes, size no"
-    if significant:
-        return "no (significant, opposite direction)"
-    return ("no significant effect; " + ("trend in the paper's direction" if same else "trend opposite")
-            + ("; paper's size inside the interval" if overlap else ""))
-
+from .experiment_kit import (CONTENDED, EXPERIMENTS, LIGHT, agree_range, contended_runs, experiment, get,  # noqa: F401
+                             paired_rel, pct_ci, ratio_of_means)
+from .specs import expand_loads, make_runs, parse_policy
+from .stats import fmt_num, fmt_pct
 
 # --------------------------------------------------------------------------- mlfs-overall
 
-# The recorded reproductions (REPRODUCTION.md) ran on Philly windows with the trace's own GPU counts and arrival
-# times: the light scenario.
-LIGHT = "clustergym/GPUClusterLight-v1"
-# MLFS's experiments run on the contended default: mlfs-80, 100-job held-out Philly windows with MLFS's GPU
-# counts; the load axis x compresses the windows' inter-arrival times so the offered load is x. MLFS's own
-# 620·x-job windows (clustergym/MLFS80-x{x}-v1) take 4-8 min per run at x = 1 on this machine, beyond the
-# 2-core budget of a sweep of 8 policies.
-CONTENDED = "clustergym/GPUCluster-v1"
 MLFS_SET = ("mlf-h", "mlfs-h+c", "graphene", "tiresias", "hypersched", "gandiva", "fair", "slaq")
 # MLFS's reported mean-JCT order; "≈" groups are unordered among themselves.
 MLFS_JCT_ORDER = (("mlf-h",), ("graphene",), ("tiresias", "hypersched", "gandiva"), ("fair",), ("slaq",))
-
-
-def contended_runs(policies, loads, seeds, label: str = "contended", **kwargs) -> list:
-    """Runs of ``policies`` on held-out windows of the contended default at offered loads ``loads``
-    (arrival compression), with extra EnvConfig ``kwargs`` (e.g. a mapping change) on every run; scenario
-    labels ``{label}@x{load}``."""
-    base = parse_scenario(f"{label}={CONTENDED}:split=test")
-    base["kwargs"] = {**base["kwargs"], **kwargs}
-    return make_runs([parse_policy(p) for p in policies], expand_loads([base], loads, "arrival"), seeds)
 
 
 @experiment
@@ -145,7 +67,7 @@ def _claims_overall(agg) -> list[dict]:
             continue
         m, lo, hi, n = jct[p]
         rows.append({"claim": f"mean JCT of {p} vs mlf-h, (y−z)/z", "paper": "> 0 (MLF-H lowest)",
-                     "measured": _pct_ci(m, lo, hi, n),
+                     "measured": pct_ci(m, lo, hi, n),
                      "agrees": "yes" if np.isfinite(lo) and lo > 0 else ("trend" if m > 0 else "no")})
     for metric, better in (("deadline_ratio", "higher"), ("accuracy_ratio", "higher"), ("bandwidth_mb", "lower")):
         wins, ties, tot, worst = 0, 0, 0, []
@@ -194,8 +116,8 @@ def _claims_ablation(agg) -> list[dict]:
             return
         m, lo, hi, n = paired_rel(ep, on, off, metric)
         rom = ratio_of_means(ep, on, off, metric)
-        rows.append({"claim": claim, "paper": paper, "measured": _pct_ci(m, lo, hi, n) + f"; ratio of means {fmt_pct(rom)}",
-                     "agrees": _agree_range(m, lo, hi, plo, phi)})
+        rows.append({"claim": claim, "paper": paper, "measured": pct_ci(m, lo, hi, n) + f"; ratio of means {fmt_pct(rom)}",
+                     "agrees": agree_range(m, lo, hi, plo, phi)})
 
     add("migration on vs off: overload occurrences", "−36 to −60 %", "mlf-h", "no-migration", "overload_occurrences", -0.60, -0.36)
     add("migration on vs off: mean JCT", "−15 to −24 %", "mlf-h", "no-migration", "mean_jct", -0.24, -0.15)
@@ -208,7 +130,7 @@ def _claims_ablation(agg) -> list[dict]:
             m, lo, hi, n = paired_rel(ep, "mlf-h", off, metric)
             rows.append({"claim": f"{name} term on vs off: {metric}",
                          "paper": "term helps (MLFS ablation; no number in our brief)",
-                         "measured": _pct_ci(m, lo, hi, n),
+                         "measured": pct_ci(m, lo, hi, n),
                          "agrees": ("n/a (no paper number); " +
                                     ("significant" if np.isfinite(lo) and (lo > 0 or hi < 0) else "not significant"))})
     return rows
@@ -268,8 +190,8 @@ def _claims_hare(agg) -> list[dict]:
             y = ep[(ep["scenario"] == sc) & (ep["policy"] == "hlas")]["mean_jct"].mean()
             z = ep[(ep["scenario"] == sc) & (ep["policy"] == other)]["mean_jct"].mean()
             rows.append({"claim": f"{sc}: mean JCT HLAS vs {other}", "paper": "≈ −50 % (about 2x lower; Hare Figs. 17-19)",
-                         "measured": f"{_pct_ci(m, lo, hi, n)}; means {fmt_num(y / 3600)} h vs {fmt_num(z / 3600)} h",
-                         "agrees": _agree_range(m, lo, hi, -0.6, -0.4) if sc != "v100" else
+                         "measured": f"{pct_ci(m, lo, hi, n)}; means {fmt_num(y / 3600)} h vs {fmt_num(z / 3600)} h",
+                         "agrees": agree_range(m, lo, hi, -0.6, -0.4) if sc != "v100" else
                          ("n/a: homogeneous level (HLAS's type awareness has nothing to exploit); " +
                           ("lower" if m < 0 else "not lower"))})
     return rows

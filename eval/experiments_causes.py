@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .experiments import CONTENDED, _pct_ci, contended_runs, experiment, paired_rel
+from .experiment_kit import CONTENDED, contended_runs, experiment, paired_rel, pct_ci
 
 FIXED_STOP = {"mapping": {"stop_changeable_probability": 0.0}}
 ALL_OPTSTOP = {"mapping": {"stop_mix": {"opt-stop": 1.0}}}
@@ -60,7 +60,7 @@ def _claims_causes(agg) -> list[dict]:
         if len(y) and len(z):
             m, lo, hi, n = paired_rel(pd.concat([y, z]), "y", "z", "mean_jct")
             rows.append({"claim": question, "paper": reading,
-                         "measured": f"mean JCT of {policy} ({ps}) vs {ref} ({rs}): {_pct_ci(m, lo, hi, n)}",
+                         "measured": f"mean JCT of {policy} ({ps}) vs {ref} ({rs}): {pct_ci(m, lo, hi, n)}",
                          "agrees": "n/a (isolation)"})
 
     add("MLF-H vs FIFO, MLF-H on OptStop (default)", "mlf-h", "fifo", base, base, "MLFS's setting")
