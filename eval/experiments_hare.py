@@ -91,3 +91,64 @@ def _claims_hare(agg) -> list[dict]:
                          "measured": _pct_ci(m, lo, hi, n),
                          "agrees": "n/a; " + ("significant" if lo > 0 or hi < 0 else "not significant")})
     return rows
+
+
+# --------------------------------------------------------------------- do the mechanisms act? (env level)
+
+HETERO = "clustergym/Hetero-v1"
+
+
+def trace_episode(env_id: str, params: dict, seed: int, **env_kw) -> tuple[list[int], dict[int, list[str]]]:
+    """One ``hlas`` episode through the env: its actions, and per job the GPU types its workers held at each
+    step (in order, consecutive repeats dropped)."""
+    import gymnasium as gym
+
+    from clustergym import baselines
+
+    env = gym.make(env_id, invalid_action="raise", **env_kw)
+    agent = baselines.make("hlas", env, **params)
+    obs, _ = env.reset(seed=seed)
+    actions: list[int] = []
+    types: dict[int, list[str]] = {}
+    done = False
+    while not done:
+        a, _ = agent.predict(obs, action_masks=env.unwrapped.action_masks())
+        actions.append(int(a))
+        obs, _, term, trunc, _ = env.step(a)
+        done = term or trunc
+        sim = env.unwrapped.sim
+        for job in sim.active_jobs.values():
+            held = sorted({sim.cluster.gpu_type[t.gpu] for t in job.tasks if t.gpu >= 0})
+            if held and types.setdefault(job.jid, [None])[-1] != "+".join(held):
+                types[job.jid].append("+".join(held))
+    env.close()
+    return actions, {j: v[1:] for j, v in types.items()}
+
+
+def left_slow_gpus(types: dict[int, list[str]], slow: str = "K80") -> int:
+    """Jobs that held a ``slow`` GPU and later ran without one."""
+    return sum(1 for seq in types.values()
+               if any(slow in s.split("+") for s in seq)
+               and any(slow not in s.split("+") for s in seq[next(i for i, s in enumerate(seq) if slow in s.split("+")):]))
+
+
+def mechanism_checks(seeds=(1, 2, 3, 4), env_id: str = HETERO) -> list[dict]:
+    """Per seed: actions of ``hlas`` that differ from its one-queue variant (same prefix length compared, and
+    whether the sequences differ at all), and the jobs that left a K80, with and without rescheduling."""
+    rows = []
+    for seed in seeds:
+        full, types = trace_episode(env_id, {}, seed)
+        one_q, _ = trace_episode(env_id, {"thresholds": ()}, seed)
+        _, fixed = trace_episode(env_id, {"reschedule": False}, seed)
+        first = next((i for i, (a, b) in enumerate(zip(full, one_q)) if a != b), None)
+        rows.append({"seed": seed, "actions": len(full), "actions_one_queue": len(one_q),
+                     "differ": full != one_q, "first_difference": first,
+                     "left_k80": left_slow_gpus(types), "left_k80_no_reschedule": left_slow_gpus(fixed)})
+    return rows
+
+
+if __name__ == "__main__":  # python -m clustergym.eval.experiments_hare [seeds...]
+    import sys
+
+    for row in mechanism_checks(tuple(int(s) for s in sys.argv[1:]) or (1, 2, 3, 4)):
+        print(row)
