@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from .specs import expand_loads, make_runs, parse_policy, parse_scenario
-from .stats import fmt_num, fmt_pct, t_interval
+from .stats import fmt_pct, t_interval
 
 EXPERIMENTS: dict[str, Callable] = {}
 
