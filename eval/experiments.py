@@ -15,8 +15,7 @@ import numpy as np
 
 from .experiment_kit import (CONTENDED, EXPERIMENTS, LIGHT, agree_range, contended_runs, experiment, get,  # noqa: F401
                              paired_rel, pct_ci, ratio_of_means)
-from .specs import expand_loads, make_runs, parse_policy
-from .stats import fmt_num, fmt_pct
+from .stats import fmt_pct
 
 # --------------------------------------------------------------------------- mlfs-overall
 
@@ -136,63 +135,5 @@ def _claims_ablation(agg) -> list[dict]:
     return rows
 
 
-# --------------------------------------------------------------------------- hare-hetero
-
-
-def hare_clusters():
-    """Three 32-GPU clusters (8 servers x 4 GPUs) of increasing heterogeneity (Hare §5 levels)."""
-    from clustergym.core.hardware import ClusterSpec, ServerSpec
-    from clustergym.core.presets import PCIE3_GBPS
-
-    def mk(name, types):
-        host = {"V100": (32, 244), "T4": (48, 192), "K80": (16, 244), "M60": (64, 488)}
-        servers = tuple(ServerSpec(f"{name}-{t.lower()}-{i}", t, 4, host[t][0], host[t][1], 25.0, PCIE3_GBPS)
-                        for t, n in types for i in range(n))
-        return ClusterSpec(name, servers, source="eval/experiments.py hare-hetero (Hare §5 heterogeneity levels, 32 GPUs)")
-
-    return {"v100": mk("v100", [("V100", 8)]),
-            "v100-k80": mk("v100-k80", [("V100", 4), ("K80", 4)]),
-            "4types": mk("4types", [("V100", 2), ("T4", 2), ("K80", 2), ("M60", 2)])}
-
-
-@experiment
-def hare_hetero(out: Path, quick: bool = False, seeds=None) -> dict:
-    """Hare: HLAS vs 2D-LAS (tiresias) and FIFO over heterogeneity levels (V100; V100+K80; four types)."""
-    from clustergym.core.presets import save_cluster
-
-    jobs = 15 if quick else 60
-    seeds = seeds or ([0] if quick else [0, 1, 2, 3])
-    cdir = Path(out) / "clusters"
-    cdir.mkdir(parents=True, exist_ok=True)
-    scen = []
-    for name, spec in hare_clusters().items():
-        path = (cdir / f"{name}.yaml").resolve()
-        save_cluster(spec, path)
-        scen.append({"label": name, "env_id": LIGHT,
-                     "kwargs": {"cluster_file": str(path), "window_jobs": jobs, "split": "test"}})
-    scen = expand_loads(scen, None)
-    pols = [parse_policy(p) for p in ("hlas", "tiresias", "fifo")]
-    runs = make_runs(pols, scen, seeds)
-    notes = (f"Three 32-GPU clusters (8 servers x 4 GPUs, written to `clusters/*.yaml` and passed as the env's "
-             f"`cluster_file`): V100 only; 4 V100 + 4 K80 servers; 2 servers each of V100, T4, K80, M60. "
-             f"Held-out Philly windows of {jobs} jobs (the same windows on every cluster), seeds {seeds}. "
-             f"Reference: hlas. Env level (no preemption action, so Tiresias runs without preemption).")
-    return {"runs": runs, "reference": "hlas", "title": "hare-hetero: HLAS vs 2D-LAS and FIFO over heterogeneity",
-            "notes": notes, "claims": _claims_hare}
-
-
-def _claims_hare(agg) -> list[dict]:
-    ep = agg["episodes"]
-    rows = []
-    for sc in dict.fromkeys(ep["scenario"]):
-        for other in ("tiresias", "fifo"):
-            m, lo, hi, n = paired_rel(ep, "hlas", other, "mean_jct", where=lambda d, s=sc: d["scenario"] == s)
-            y = ep[(ep["scenario"] == sc) & (ep["policy"] == "hlas")]["mean_jct"].mean()
-            z = ep[(ep["scenario"] == sc) & (ep["policy"] == other)]["mean_jct"].mean()
-            rows.append({"claim": f"{sc}: mean JCT HLAS vs {other}", "paper": "≈ −50 % (about 2x lower; Hare Figs. 17-19)",
-                         "measured": f"{pct_ci(m, lo, hi, n)}; means {fmt_num(y / 3600)} h vs {fmt_num(z / 3600)} h",
-                         "agrees": agree_range(m, lo, hi, -0.6, -0.4) if sc != "v100" else
-                         ("n/a: homogeneous level (HLAS's type awareness has nothing to exploit); " +
-                          ("lower" if m < 0 else "not lower"))})
-    return rows
 from . import experiments_causes  # noqa: E402,F401  (registers its experiments)
+from . import experiments_hare  # noqa: E402,F401  (registers its experiments)

@@ -55,6 +55,16 @@ def test_tasks_of_one_job_sharing_a_gpu_serialise():
     assert T == pytest.approx(1.0)
 
 
+def test_replicas_of_one_job_sharing_a_gpu_serialise():
+    # Hare's relaxed sync across replicas: 2 replicas (1 s each) on GPU 0 run one after another; the ring
+    # hop between them is on one GPU (free): 1 + 1 = 2 s, where separate GPUs take 1 s + the hop
+    T, cross = time_of(job(P=1, R=2), CHAIN, [0, 0], [0, 0])
+    assert T == pytest.approx(2.0)
+    assert cross == {}
+    T_apart, _ = time_of(job(P=1, R=2), CHAIN, [0, 0], [0, 1])
+    assert T_apart == pytest.approx(1.0 + 50 / INTRA_MBPS)
+
+
 def test_allreduce_ring_across_servers():
     # 2 replicas, ring volume 2(R-1)/R * 50 MB = 50 MB per hop, both hops cross the NIC
     T, cross = time_of(job(P=1, R=2), CHAIN, [0, 1], [0, 4])

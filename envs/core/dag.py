@@ -163,7 +163,9 @@ class PlacementPlan:
     synchronisation time, cross-server bytes), so a change of contention only re-runs the critical path."""
 
     order: list[tuple[int, int, tuple[tuple[int, float], ...]]]  # (task, replica, ((parent, edge s), ...)) in topological order
-    shared_gpu_groups: list[tuple[int, tuple[int, ...]]]  # (replica, tasks of that replica on one GPU), only groups > 1
+    # the job's workers on one GPU, per GPU holding several (replicas too: Hare's relaxed synchronisation runs the
+    # tasks of a round that share a GPU one after another, so the iteration takes at least their summed compute)
+    shared_gpu_groups: list[tuple[int, ...]]
     n_replicas: int
     sync_s: float
     cross: dict[tuple[int, int], float]
@@ -241,11 +243,11 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
     order = [(k, r, tuple([(p, send(p, k, mb)) for p in parents]) if parents else ()) for k, r, parents in g.workers]
     shared = []
     worker_gpus = [gpus[k] for k, _r, _p in g.workers]
-    if len(set(worker_gpus)) < len(worker_gpus):  # some GPU holds several workers: group them per replica
-        groups: dict[tuple[int, int], list[int]] = {}
-        for (k, r, _p), gpu in zip(g.workers, worker_gpus):
-            groups.setdefault((r, gpu), []).append(k)
-        shared = [(r, tuple(ks)) for (r, _g), ks in groups.items() if len(ks) > 1]
+    if len(set(worker_gpus)) < len(worker_gpus):  # some GPU holds several workers: they run one after another
+        groups: dict[int, list[int]] = {}
+        for (k, _r, _p), gpu in zip(g.workers, worker_gpus):
+            groups.setdefault(gpu, []).append(k)
+        shared = [tuple(ks) for ks in groups.values() if len(ks) > 1]
 
     sync = 0.0
     if g.ps:
@@ -270,7 +272,8 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
 
 def critical_time(plan: PlacementPlan, unit_compute: list[float], slowdown: list[float]) -> float:
     """Iteration time given per-task compute seconds ``unit_compute[k] * slowdown[k]``: the slowest replica's
-    critical path (tasks of a replica sharing a GPU take at least their summed compute) plus the sync time.
+    critical path, at least the summed compute of the job's tasks on any one GPU (they share it one after
+    another, whatever their replica), plus the sync time.
     (The products are taken here, not in a list built by the caller for every contention change.)"""
     order = plan.order
     if len(order) == 1:
@@ -288,13 +291,14 @@ def critical_time(plan: PlacementPlan, unit_compute: list[float], slowdown: list
         finish[k] = f
         if f > replica_end[r]:
             replica_end[r] = f
-    for r, ks in plan.shared_gpu_groups:
+    end = max(replica_end)
+    for ks in plan.shared_gpu_groups:
         busy = 0.0  # the sum of their compute, without a generator
         for k in ks:
             busy += unit_compute[k] * slowdown[k]
-        if busy > replica_end[r]:
-            replica_end[r] = busy
-    return max(replica_end) + plan.sync_s
+        if busy > end:
+            end = busy
+    return end + plan.sync_s
 
 
 def iteration_time(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int], gpus: list[int],
