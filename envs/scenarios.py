@@ -127,14 +127,15 @@ def load_trace(path: str | None, mapping: str | None):
     return load_csv(path, json.loads(mapping[5:]) if mapping.startswith("json:") else mapping)
 
 
-def check_trace(cfg, cluster) -> None:
+def check_trace(cfg, cluster, load=None) -> None:
     """Load the configured trace file now, so its errors (a mapping naming a missing column, a malformed row ...)
     name the file, row and column before any episode; and refuse its jobs that ask for more GPUs than the
     cluster holds (they could never run), unless ``max_job_gpus`` leaves them out explicitly or
-    ``mapping.gpu_choices`` replaces the trace's GPU counts."""
+    ``mapping.gpu_choices`` replaces the trace's GPU counts. ``load``: the trace reader (default the cached
+    :func:`load_trace`)."""
     if cfg.trace_path is None or cfg.workload != "philly":
         return
-    df = load_trace(str(cfg.trace_path), mapping_key(cfg.trace_mapping))
+    df = (load or load_trace)(str(cfg.trace_path), mapping_key(cfg.trace_mapping))
     if cfg.max_job_gpus is not None or cfg.mapping.get("gpu_choices") is not None:
         return
     big = np.flatnonzero(df["n_gpus"].to_numpy() > cluster.n_gpus)
@@ -152,11 +153,16 @@ def check_trace(cfg, cluster) -> None:
 def check_config(env_id: str, overrides: dict | None = None) -> None:
     """Build the EnvConfig of ``env_id`` (a registered scenario) with ``overrides`` and check its trace file
     (:func:`check_trace`) without making an env: what sweeps and training call before any run starts. Raises
-    ConfigError or TraceError (both ValueErrors) naming the field, or the file, row and column."""
+    ConfigError or TraceError (both ValueErrors) naming the field, or the file, row and column. The trace is read
+    uncached and its warnings are left to the runs, which report each once."""
+    import warnings
+
     from .config import EnvConfig
 
     cfg = EnvConfig.build(None, base=scenario_fields(env_id), **dict(overrides or {}))
-    check_trace(cfg, cluster_spec(cfg))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_trace(cfg, cluster_spec(cfg), load=load_trace.__wrapped__)
 
 
 @functools.lru_cache(maxsize=16)
