@@ -80,7 +80,8 @@ class EnvConfig:
       ``split``: ``"train"`` or ``"test"``; the trace is cut by :func:`clustergym.core.traces.split_trace` at
       ``train_fraction`` of its jobs (MLFS trained MLF-RL on the first 50 %), so train and test windows are disjoint.
       ``max_job_gpus``: trace jobs asking for more GPUs are dropped before windowing (None = the cluster's
-      GPU count: larger jobs could never run). Mapped jobs above it (GPU counts redrawn by
+      GPU count: larger jobs could never run; a ``trace_path`` file's larger jobs are then an error naming
+      their rows, raised when the env is made, unless ``max_job_gpus`` is given). Mapped jobs above it (GPU counts redrawn by
       ``mapping.gpu_choices``, which replace the trace's, so no trace job is dropped by its own count) and
       jobs whose tasks together need more CPU, memory or GPU memory than the whole cluster are left out of
       the episode; their ids are in ``info["episode"]["dropped_jobs"]``.

@@ -38,7 +38,8 @@ def mapping_yaml(tmp_path, text):
 
 def test_elasticflow_trace_in_one_line_maps_its_models_and_keeps_its_rows():
     path, mapping = ELASTICFLOW / "philly_103959.csv", ELASTICFLOW / "map.yaml"
-    with pytest.warns(TraceWarning, match="466 of 876 rows: unattainable deadlines"):  # ddl = submit + U(.5,1.5) x run time
+    # ElasticFlow drew ddl = submit + U(0.5, 1.5) x run time
+    with pytest.warns(TraceWarning, match="466 of 876 rows: unattainable deadlines"):
         env = make_env(LIGHT, trace_path=str(path), trace_mapping=str(mapping), window_jobs=20, split="train",
                        window_start=0.0)
     env.reset(seed=0)

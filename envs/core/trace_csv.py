@@ -118,7 +118,8 @@ class ColumnMapping:
         from .mapping import resolve_model
 
         if not isinstance(self.aliases, Mapping):
-            raise ValueError(f"ColumnMapping: aliases must map source model names to catalogue models, got {self.aliases!r}")
+            raise ValueError("ColumnMapping: aliases must map source model names to catalogue models, got "
+                             f"{self.aliases!r}")
         names = model_names()
         bad = {k: v for k, v in self.aliases.items() if resolve_model(str(v), names, {}) is None}
         if bad:
