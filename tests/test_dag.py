@@ -100,3 +100,20 @@ def test_reference_iteration_time_packs_one_server():
 def test_unpartitionable_model_rejects_partitions():
     with pytest.raises(ValueError, match="cannot be partitioned"):
         build_tasks(job(model="toy-none", P=2), toy_model("toy-none", "none"))
+
+
+@pytest.mark.parametrize("sync, servers, gpus", [("ps", [0, 0, 1, 1, 2], [-1, 0, 4, 5, 8]),
+                                                 ("allreduce", [0, 1, 1, 2], [0, 4, 4, 8])])
+def test_retimed_plan_equals_a_fresh_plan_under_the_new_nic_shares(sync, servers, gpus):
+    from clustergym.core.dag import critical_time, placement_plan, retime
+
+    spec = job(P=2, R=2, sync=sync)
+    tasks = build_tasks(spec, CHAIN)
+    intra, whole, shared = [100.0] * 3, [10.0] * 3, [10.0, 2.5, 5.0]  # NICs 1 and 2 shared by 4 and 2 jobs
+    fresh = placement_plan(tasks, spec, servers, gpus, intra, shared)
+    again = retime(placement_plan(tasks, spec, servers, gpus, intra, whole), intra, shared)
+    assert again.link_s == fresh.link_s and again.sync_s == fresh.sync_s and again.cross == fresh.cross
+    unit, slow = [0.5] * len(tasks), [1.0] * len(tasks)
+    assert critical_time(again, unit, slow) == critical_time(fresh, unit, slow)
+    assert critical_time(again, unit, slow) > critical_time(placement_plan(tasks, spec, servers, gpus, intra, whole),
+                                                            unit, slow)
