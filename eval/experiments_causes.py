@@ -69,9 +69,10 @@ def _claims_causes(agg) -> list[dict]:
     add("MLF-H with OptStop vs without", "mlf-h", "mlf-h", base, fixed, "OptStop's part of MLF-H's lead")
     add("MLFS-H+C vs MLF-H, nobody changes stopping", "mlfs-h+c", "mlf-h", fixed, fixed, "MLF-C without stopping")
     add("MLFS-H+C vs MLF-H (default)", "mlfs-h+c", "mlf-h", base, base, "MLF-C's effect")
-    for pol, var, what in (("graphene", "graphene-pack", "Tetris alignment -> best fit"),
-                           ("graphene", "graphene-nolong", "long jobs first -> off"),
-                           ("fair", "fair-pack", "worst-fit spreading -> best fit")):
+    for pol in ("graphene", "fair"):
         add(f"{pol} vs FIFO", pol, "fifo", base, base, "the deficit to explain")
-        add(f"{var} vs FIFO", var, "fifo", base, base, f"{what}, order kept")
+    for var, what in (("graphene-pack", "Graphene with best fit instead of Tetris alignment, order kept"),
+                      ("graphene-nolong", "Graphene without long-jobs-first, Tetris placement kept"),
+                      ("fair-pack", "fair with best fit instead of worst-fit spreading, order kept")):
+        add(f"{var} vs FIFO", var, "fifo", base, base, what)
     return rows
