@@ -9,11 +9,10 @@ Drive it directly (no Gymnasium needed)::
             sim.place(task.tid, server)
     print(sim.summary())
 
-Time advances only through events (arrivals, completions, deadline crossings, resource-use changes,
-checkpoint/restore ends, gang timeouts and scheduling ticks); idle time is skipped, never stepped through.
-Job progress is rate-based between events (:mod:`clustergym.core.progress`), so a job costs a handful of
-events whatever its iteration count. Admission, actual use, overload and contention are
-:mod:`clustergym.core.resources`; the metrics (:mod:`clustergym.core.metrics`) receive the events.
+Time advances only through events (arrivals, completions, deadline crossings, resource-use changes, checkpoint/
+restore ends, gang timeouts, lease ends and ticks); idle time is skipped. Progress is rate-based between events
+(:mod:`clustergym.core.progress`). Admission, use, overload and contention: :mod:`clustergym.core.resources`;
+leases: :mod:`clustergym.core.lease`; the metrics (:mod:`clustergym.core.metrics`) receive the events.
 """
 from __future__ import annotations
 
@@ -26,6 +25,7 @@ import numpy as np
 from .catalogue import ModelProfile
 from .config import SimConfig, SimConfigError  # noqa: F401  (re-exported: part of the engine API)
 from .hardware import ClusterSpec
+from .lease import LeaseError, Leases, checkpoint_s  # noqa: F401  (LeaseError: part of the engine API)
 from .job import (JOB_ACTIVE, TASK_RUNNING, TASK_WAITING, Job, JobState, Task, TaskState, make_job,
                   optstop_prediction_errors)
 from .metrics import Metrics, job_records
@@ -37,7 +37,7 @@ from .state import ClusterState
 from .workload import JobSpec
 
 # event kinds, in tie-break order at equal times: state changes before the tick that reacts to them
-EV_COMPLETE, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_TICK = range(7)
+EV_COMPLETE, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_LEASE, EV_TICK = range(8)
 
 
 class InvalidCommand(ValueError):
@@ -88,6 +88,7 @@ class Simulator:
             why = self.resources.never_fits(job)
             if why:
                 raise UnplaceableJob(job.jid, f"job {job.jid} ({job.model.name}): {why}")
+        self.leases = Leases(self.config, self.jobs)  # UniSched's leases (off unless configured)
         self.task_server = self.resources.task_server  # read by the env's affinity kernel
         # per server: when its current overload began (meaningful while it is overloaded)
         self.overloaded_since = [0.0] * self.cluster.n_servers
@@ -201,10 +202,11 @@ class Simulator:
         self._gang_timer(job)
         if job.fully_placed:
             if job.record.first_start >= 0:  # restarting after preemption or a requeue: restore from checkpoint
-                job.paused_until = max(job.paused_until, self.now + self._resume_overhead(job))
+                job.paused_until = max(job.paused_until, self.now + checkpoint_s(self.config, job.spec.n_gpus))
                 self._push(job.paused_until, EV_RESUME, job, self._epoch[job])
             else:
                 job.record.first_start = self.now
+            self._lease(self.leases.grant(job, self.now), job)
         self._flush()
         return g
 
@@ -258,8 +260,8 @@ class Simulator:
         job = self.job(jid)
         if job.state != JOB_ACTIVE:
             raise InvalidCommand(f"job {jid} is {job.state.name}, only ACTIVE jobs can be preempted")
-        if job.n_placed == 0:
-            raise InvalidCommand(f"job {jid} has no placed task to preempt")
+        if job.n_placed == 0 or self.leases.suspend_error(job):
+            raise InvalidCommand(self.leases.suspend_error(job) or f"job {jid} has no placed task to preempt")
         self._release(job)
         job.record.preemptions += 1
         self.metrics.on_preemption()
@@ -397,6 +399,7 @@ class Simulator:
             job.state = JOB_ACTIVE
             job.last_update = self.now
             self.active_jobs[job.jid] = job
+            self.metrics.on_arrival(job)
             for t in job.tasks:
                 self._enqueue(t)
             self._request_tick()
@@ -404,6 +407,10 @@ class Simulator:
             if job.state == JOB_ACTIVE:
                 self._touch(job)
                 job.record.acc_at_deadline = job.accuracy()
+                self.metrics.on_deadline_passed(job)
+        elif kind == EV_LEASE:
+            if self.leases.expire(job, token):
+                self._request_tick()
         elif kind == EV_GANG:
             if job.state == JOB_ACTIVE and self._gang_token.get(job.jid) == token and 0 < job.n_placed < job.n_tasks:
                 self._release(job)
@@ -421,6 +428,7 @@ class Simulator:
     def _release(self, job: Job) -> None:
         """Every placed task of the job back to the queue (preemption, gang timeout)."""
         self._touch(job)
+        self.leases.release(job)
         for t in job.tasks:
             if t.state == TASK_RUNNING:
                 self._detach(t)
@@ -531,18 +539,19 @@ class Simulator:
             job.record.acc_at_deadline = job.accuracy()
         self.active_jobs.pop(job.jid, None)
         self._gang_token.pop(job.jid, None)
+        self.leases.release(job)
         self.metrics.on_job_end(job)
         self._dirty.pop(job, None)
         self._request_tick()
 
-    def _resume_overhead(self, job: Job) -> float:
-        cfg = self.config
-        return cfg.suspend_s + cfg.resume_base_s + cfg.resume_per_gpu_s * job.spec.n_gpus
+    def _lease(self, lease: tuple[float, int] | None, job: Job) -> None:
+        if lease is not None:  # the lease's expiry event (None: the job's class has no lease)
+            self._push(lease[0], EV_LEASE, job, lease[1])
 
     # ------------------------------------------------------------------ decision points
     def _decision_possible(self) -> bool:
         mode = self.config.decide_on
-        if mode == "always":
+        if mode == "always" or self.leases.due:  # a lease's end: renew or suspend
             return bool(self.active_jobs)
         if mode == "queue" and self.queue:
             return True
@@ -582,6 +591,8 @@ class Simulator:
         still actionable, look again at the next tick."""
         for ctl in self.controllers:
             ctl.on_tick(self)
+        for job, end, token in self.leases.renew_due(self.now):
+            self._lease((end, token), job)
         self._flush()
         if not self.active_jobs:
             return
