@@ -167,22 +167,53 @@ def solve_plan(jobs: Sequence[MilpJob], free_cells: Sequence[int], total_gpus: i
     from .gavel import _solver_output
 
     t0 = time.perf_counter()
-    prob = pulp.LpProblem("unisched", pulp.LpMaximize)
-    levels = len(free_cells)
-    K = max(1, n_slots)
-    objective, use0, con, cell = [], [], [[] for _ in range(K)], [[float(c)] for c in free_cells]
-    new_cells = [[] for _ in range(levels)]
-    x0: dict[int, pulp.LpVariable] = {}
-    w: dict[tuple[int, int], pulp.LpVariable] = {}
+    model = _Model(free_cells, max(1, n_slots))
     for i, job in enumerate(jobs):
+        model.add_job(i, job)
+    prob = model.finish(total_gpus)
+    with _solver_output(False):
+        prob.solve(pulp.HiGHS(msg=False, timeLimit=time_limit_s, threads=1))
+    outcome = _outcome(prob, jobs, total_gpus)
+    if outcome is None:
+        return None, "time-limit"
+    run = {}
+    for i, job in enumerate(jobs):
+        if (model.x0[job.jid].value() or 0.0) > 0.5:
+            run[job.jid] = -1 if job.running else next(
+                (p for p in range(len(job.options)) if (model.w[i, p].value() or 0.0) > 0.5), 0)
+    value = float(pulp.value(prob.objective) or 0.0)
+    return Plan(run, outcome, value, time.perf_counter() - t0), outcome
+
+
+class _Model:
+    """The MILP under construction: one :meth:`add_job` per job, then :meth:`finish` adds the objective, the
+    per-slot capacity and Eq. 14."""
+
+    def __init__(self, free_cells: Sequence[int], K: int) -> None:
+        import pulp
+
+        self.prob = pulp.LpProblem("unisched", pulp.LpMaximize)
+        self.K, self.levels = K, len(free_cells)
+        self.objective: list = []
+        self.use0: list = []  # N_i x_{0,i}: the work-conserving tie-break
+        self.con: list[list] = [[] for _ in range(K)]  # G_i x_{k,i} per slot
+        self.cell: list[list] = [[float(c)] for c in free_cells]  # N_g^cell terms
+        self.new_cells: list[list] = [[] for _ in range(self.levels)]  # N_g^con terms
+        self.x0: dict = {}
+        self.w: dict = {}
+
+    def add_job(self, i: int, job: MilpJob) -> None:
+        import pulp
+
+        prob, K = self.prob, self.K
         slots = K if job.deadlines is not None else 1
         x = [prob.add_variable(f"x_{i}_{k}", cat="Binary") for k in range(slots)]
-        x0[job.jid] = x[0]
+        self.x0[job.jid] = x[0]
         options = [(job.held, 1.0)] if job.running else job.options
         gpus = min(sum(c << g for g, c in enumerate(cells)) for cells, _ in options)  # its smallest footprint
         for k in range(slots):
-            con[k].append(gpus * x[k])
-        use0.append(job.n_gpus * x[0])
+            self.con[k].append(gpus * x[k])
+        self.use0.append(job.n_gpus * x[0])
         if job.pinned:
             prob += x[0] == 1
         targets = job.deadlines if job.deadlines is not None else [(1, job.be_value)]
@@ -194,43 +225,37 @@ def solve_plan(jobs: Sequence[MilpJob], free_cells: Sequence[int], total_gpus: i
         prob += planned <= 1
         for k in range(slots):
             prob += x[k] <= planned
+        # a best-effort job's reward is the reciprocal of its remaining time: faster allocations earn more
+        scale = [1.0 if job.deadlines is not None else phi for _, phi in options]
         for f, (q, value) in enumerate(targets):
-            # a best-effort job's reward is the reciprocal of its remaining time: faster allocations earn more
-            scale = [1.0 if job.deadlines is not None else phi for _, phi in options]
-            objective.append(pulp.lpSum(value * scale[p] * z[p, f] for p in range(len(options))))
+            self.objective.append(pulp.lpSum(value * scale[p] * z[p, f] for p in range(len(options))))
             need = {p: 1.0 if value == 0.0 else _need(job, phi, q, K, slots) for p, (_, phi) in enumerate(options)}
             prob += pulp.lpSum(x[: min(q, slots)]) >= pulp.lpSum(need[p] * z[p, f] for p in need)
         if job.running:  # suspending it frees its cells for slot 0
-            for g in range(levels):
+            for g in range(self.levels):
                 if job.held[g]:
-                    cell[g].append(job.held[g] * (1 - x[0]))
-            continue
+                    self.cell[g].append(job.held[g] * (1 - x[0]))
+            return
         for p, (cells, _) in enumerate(options):
-            w[i, p] = v = prob.add_variable(f"w_{i}_{p}", cat="Binary")
+            self.w[i, p] = v = prob.add_variable(f"w_{i}_{p}", cat="Binary")
             prob += v <= pulp.lpSum(z[p, f] for f in range(len(targets)))
-            for g in range(levels):
+            for g in range(self.levels):
                 if cells[g]:
-                    new_cells[g].append(cells[g] * v)
-        prob += pulp.lpSum(w[i, p] for p in range(len(options))) == x[0]
-    prob += pulp.lpSum(objective) + TIE_BREAK / max(1, total_gpus) * pulp.lpSum(use0)
-    for k in range(K):
-        if con[k]:
-            prob += pulp.lpSum(con[k]) <= total_gpus
-    for lo in range(levels):  # Eq. 14
-        prob += (pulp.lpSum((1 << (g - lo)) * e for g in range(lo, levels) for e in new_cells[g])
-                 <= pulp.lpSum((1 << (g - lo)) * e for g in range(lo, levels) for e in cell[g]))
-    with _solver_output(False):
-        prob.solve(pulp.HiGHS(msg=False, timeLimit=time_limit_s, threads=1))
-    outcome = _outcome(prob, jobs, total_gpus)
-    if outcome is None:
-        return None, "time-limit"
-    run = {}
-    for i, job in enumerate(jobs):
-        if (x0[job.jid].value() or 0.0) > 0.5:
-            run[job.jid] = -1 if job.running else next(
-                (p for p in range(len(job.options)) if (w[i, p].value() or 0.0) > 0.5), 0)
-    value = float(pulp.value(prob.objective) or 0.0)
-    return Plan(run, outcome, value, time.perf_counter() - t0), outcome
+                    self.new_cells[g].append(cells[g] * v)
+        prob += pulp.lpSum(self.w[i, p] for p in range(len(options))) == x[0]
+
+    def finish(self, total_gpus: int):
+        import pulp
+
+        prob, levels = self.prob, self.levels
+        prob += pulp.lpSum(self.objective) + TIE_BREAK / max(1, total_gpus) * pulp.lpSum(self.use0)
+        for terms in self.con:
+            if terms:
+                prob += pulp.lpSum(terms) <= total_gpus
+        for lo in range(levels):  # Eq. 14
+            prob += (pulp.lpSum((1 << (g - lo)) * e for g in range(lo, levels) for e in self.new_cells[g])
+                     <= pulp.lpSum((1 << (g - lo)) * e for g in range(lo, levels) for e in self.cell[g]))
+        return prob
 
 
 def _need(job: MilpJob, phi: float, q: int, K: int, slots: int) -> float:
