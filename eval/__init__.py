@@ -10,3 +10,8 @@
 - benchmarks and tables run on demand: ``bench``, ``bench_env``, ``bench_policies``, ``sanity_table``,
   ``trajectory_hash``, ``extract_speeds``.
 """
+
+# Topic modules of named reproductions register themselves with eval/experiments.py on import. They are imported
+# here, not at the bottom of experiments.py, so that no two modules import each other (tests/test_import_graph.py):
+# importing any clustergym.eval module runs this first, so experiments.get() always sees them.
+from . import experiments_unisched  # noqa: E402,F401  (registers its experiments)

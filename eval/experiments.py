@@ -266,4 +266,3 @@ def _claims_hare(agg) -> list[dict]:
                          ("n/a: homogeneous level (HLAS's type awareness has nothing to exploit); " +
                           ("lower" if m < 0 else "not lower"))})
     return rows
-from . import experiments_unisched  # noqa: E402,F401  (registers its experiments)
