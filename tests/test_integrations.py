@@ -59,7 +59,7 @@ def test_mo_gymnasium_wrappers():
     np.testing.assert_allclose(info["episode"]["r"], total, rtol=1e-6)
     np.testing.assert_allclose(total, u.objective_totals(), rtol=1e-5, atol=1e-6)
     # after the end: a zero vector, not a scalar
-    assert np.array_equal(env.step(u.end_round_action)[1], np.zeros(5, np.float32))
+    assert np.array_equal(env.step(u.end_round_action)[1], np.zeros(len(OBJECTIVE_NAMES), np.float32))
 
     beta = np.asarray(u.config.reward_weights, np.float32)
     lin = mo_wrappers.LinearReward(mo_gym.make(DEFAULT, window_jobs=6, vector_reward=True), weight=beta)
