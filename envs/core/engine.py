@@ -88,7 +88,8 @@ class Simulator:
             why = self.resources.never_fits(job)
             if why:
                 raise UnplaceableJob(job.jid, f"job {job.jid} ({job.model.name}): {why}")
-        self.leases = Leases(self.config, self.jobs)  # UniSched's leases (off unless configured)
+        self.leases = Leases(self.config, self.jobs, lambda t, job, token: self._push(t, EV_LEASE, job, token),
+                             self._request_tick)  # UniSched's leases (off unless configured)
         self.task_server = self.resources.task_server  # read by the env's affinity kernel
         # per server: when its current overload began (meaningful while it is overloaded)
         self.overloaded_since = [0.0] * self.cluster.n_servers
@@ -206,7 +207,7 @@ class Simulator:
                 self._push(job.paused_until, EV_RESUME, job, self._epoch[job])
             else:
                 job.record.first_start = self.now
-            self._lease(self.leases.grant(job, self.now), job)
+            self.leases.grant(job, self.now)
         self._flush()
         return g
 
@@ -409,8 +410,7 @@ class Simulator:
                 job.record.acc_at_deadline = job.accuracy()
                 self.metrics.on_deadline_passed(job)
         elif kind == EV_LEASE:
-            if self.leases.expire(job, token):
-                self._request_tick()
+            self.leases.expire(job, token)
         elif kind == EV_GANG:
             if job.state == JOB_ACTIVE and self._gang_token.get(job.jid) == token and 0 < job.n_placed < job.n_tasks:
                 self._release(job)
@@ -544,9 +544,6 @@ class Simulator:
         self._dirty.pop(job, None)
         self._request_tick()
 
-    def _lease(self, lease: tuple[float, int] | None, job: Job) -> None:
-        if lease is not None:  # the lease's expiry event (None: the job's class has no lease)
-            self._push(lease[0], EV_LEASE, job, lease[1])
 
     # ------------------------------------------------------------------ decision points
     def _decision_possible(self) -> bool:
@@ -591,8 +588,7 @@ class Simulator:
         still actionable, look again at the next tick."""
         for ctl in self.controllers:
             ctl.on_tick(self)
-        for job, end, token in self.leases.renew_due(self.now):
-            self._lease((end, token), job)
+        self.leases.renew_due(self.now)
         self._flush()
         if not self.active_jobs:
             return

@@ -21,7 +21,7 @@ the default, and this module changes nothing):
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 if TYPE_CHECKING:
     from .config import SimConfig
@@ -51,11 +51,14 @@ class Leases:
     """Who holds a lease until when, and whose lease has ended and awaits the decision round.
 
     ``expiry`` maps a leased job to (its lease's end, the lease's token); ``due`` holds the jobs whose lease
-    ended and which may now be suspended. The engine pushes an expiry event per grant (:meth:`grant`,
-    :meth:`renew_due`) and hands it back to :meth:`expire`; a token that no longer matches is a stale lease."""
+    ended and which may now be suspended. Every grant schedules an expiry event through ``push(time, job,
+    token)`` (the engine's event queue), which the engine hands back to :meth:`expire`; a token that no longer
+    matches is a stale lease. ``wake()`` asks the engine for a decision round."""
 
-    def __init__(self, config: "SimConfig", jobs: Iterable["Job"]) -> None:
-        self.config = config
+    def __init__(self, config: "SimConfig", jobs: Iterable["Job"],
+                 push: Callable[[float, "Job", int], None] = lambda t, job, token: None,
+                 wake: Callable[[], None] = lambda: None) -> None:
+        self.config, self._push, self._wake = config, push, wake
         self.on = config.be_lease_s > 0 or config.slo_lease_s > 0
         self.expiry: dict["Job", tuple[float, int]] = {}
         self.due: dict["Job", None] = {}  # insertion-ordered: deterministic renewals
@@ -69,22 +72,19 @@ class Leases:
                                               f"checkpoint (suspend + resume on {job.spec.n_gpus} GPUs: {cost:g} s); "
                                               f"lengthen SimConfig.{'slo' if job.spec.has_slo else 'be'}_lease_s")
 
-    def grant(self, job: "Job", now: float) -> tuple[float, int] | None:
-        """``job`` became fully placed: a new lease from ``now``. Returns (its end, its token) for the engine's
-        expiry event, or None when the job's class has no lease."""
+    def grant(self, job: "Job", now: float) -> None:
+        """``job`` became fully placed: a new lease from ``now``, if its class has leases."""
         self.due.pop(job, None)
-        if not self.on or lease_s(self.config, job.spec.has_slo) <= 0:
-            return None
-        return self._grant_from(job, now)
+        if self.on and lease_s(self.config, job.spec.has_slo) > 0:
+            self._grant_from(job, now)
 
-    def expire(self, job: "Job", token: int) -> bool:
+    def expire(self, job: "Job", token: int) -> None:
         """The expiry event of lease ``token``: if it is still the job's lease and the job still runs, the job
-        becomes due (True: the engine asks for a decision round)."""
+        becomes due and a decision round is asked for."""
         lease = self.expiry.get(job)
-        if lease is None or lease[1] != token or not job.fully_placed:
-            return False
-        self.due[job] = None
-        return True
+        if lease is not None and lease[1] == token and job.fully_placed:
+            self.due[job] = None
+            self._wake()
 
     def release(self, job: "Job") -> None:
         """``job`` left its GPUs (suspended, released or ended): it holds no lease."""
@@ -98,19 +98,15 @@ class Leases:
             return None
         return f"job {job.jid} holds a lease until t={lease[0]:g} s; it may be suspended only at its lease's end"
 
-    def renew_due(self, now: float) -> list[tuple["Job", float, int]]:
-        """End of a decision round: every due job still fully placed renews its lease from ``now``. Returns
-        (job, end, token) of each renewal for the engine's expiry events."""
-        out = []
+    def renew_due(self, now: float) -> None:
+        """End of a decision round: every due job still fully placed renews its lease from ``now``."""
         for job in self.due:
             if job.fully_placed:
-                end, token = self._grant_from(job, now)
-                out.append((job, end, token))
+                self._grant_from(job, now)
                 self.renewals += 1
         self.due.clear()
-        return out
 
-    def _grant_from(self, job: "Job", now: float) -> tuple[float, int]:
+    def _grant_from(self, job: "Job", now: float) -> None:
         self._token += 1
         self.expiry[job] = lease = (now + lease_s(self.config, job.spec.has_slo), self._token)
-        return lease
+        self._push(lease[0], job, self._token)
