@@ -17,9 +17,11 @@ from .mlfs import MLFC, MLFH, MLFSHC
 from .simple import EDF, FIFO, SJF, Random
 from .slaq import SLAQ
 from .tiresias import Tiresias
+from .unisched import UniSched
 
 REGISTRY: dict[str, type[Policy]] = {cls.name: cls for cls in (
-    MLFH, MLFSHC, HLAS, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF, EDF, Random)}
+    MLFH, MLFSHC, HLAS, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF, EDF, Random,
+    UniSched)}
 
 
 def available() -> list[str]:

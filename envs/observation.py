@@ -24,10 +24,13 @@ TASK_DYNAMIC = ("present", "is_running", "task_waiting_time", "task_running_time
                 "job_row")
 _OPT = tuple(o.replace("-", "_") for o in STOP_OPTIONS)  # run_all, opt_stop, requirement
 # the job's stopping rules (MLFS §3.5): whether the system may change it, the user's own option (one-hot) and
-# each option's target as a fraction of max_iterations; the current option is a dynamic one-hot
+# each option's target as a fraction of max_iterations; the current option is a dynamic one-hot. ``slo_class``:
+# UniSched's latency class, how strictly the job's deadline binds (:data:`SLO_CLASS_FEATURE`)
 JOB_STATIC_TAIL = ("urgency", "max_iterations", "batch_size", "data_size", "n_tasks", "sync_ps",
                    "accuracy_requirement", "job_index", "stop_changeable") + tuple(
-    f"own_stop_{o}" for o in _OPT) + tuple(f"target_{o}" for o in _OPT)
+    f"own_stop_{o}" for o in _OPT) + tuple(f"target_{o}" for o in _OPT) + ("slo_class",)
+# best-effort jobs have no deadline that counts, a soft-SLO job's value falls in steps after it, a strict one's to 0
+SLO_CLASS_FEATURE: dict[str, float] = {"best-effort": 0.0, "soft": 0.5, "strict": 1.0}
 JOB_DYNAMIC_HEAD = ("age", "deadline_slack", "progress", "finished_iterations", "target_progress",
                     "placed_share", "accuracy", "job_waiting_time", "job_running_time", "remaining_time") + tuple(
     f"stop_{o}" for o in _OPT)
@@ -163,6 +166,7 @@ class ObservationBuilder:
             1.0 if s.stop_changeable else 0.0,
             *(1.0 if o == s.stop_option else 0.0 for o in STOP_OPTIONS),
             *(job.target_for(o) / s.max_iterations for o in STOP_OPTIONS),
+            SLO_CLASS_FEATURE[s.slo_class],
         ), np.float32)
 
     def _curve(self, job) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -49,6 +49,12 @@ OBJECTIVES: list[Objective] = [
     Objective("bandwidth", "cross_mb", -1, 0.25, "bytes_scale", "cross-server traffic in MB"),
     Objective("accuracy_met", "accuracy_met", +1, 0.15, doc="accuracy requirements met (sums to their ratio)"),
     Objective("accuracy", "accuracy_sum", +1, 0.15, doc="accuracy by the deadline of ended jobs (sums to the mean)"),
+    # UniSched (§II-A): SLO jobs are judged by their deadlines, best-effort jobs by their latency. Weight 0 by
+    # default (MLFS Eq. 7 has the five above); the UniSched scenarios weight these two instead
+    Objective("slo_miss", "slo_missed", -1, 0.0, doc="deadlines missed by SLO (strict or soft) jobs, "
+              "counted when the deadline passes (sums to their number / n_jobs)"),
+    Objective("be_jct", "be_in_system_integral", -1, 0.0, "time_scale",
+              "integral of best-effort jobs in the system (sums to their summed JCT / (n_jobs x time_scale))"),
 ]
 
 

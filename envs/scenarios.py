@@ -18,6 +18,10 @@ id                                    configuration (any field can be overridden
 ``clustergym/Hetero-v1``              hetero-16 (4 servers: V100/P100/K80/T4), 40 generated jobs at load 1
 ``clustergym/Hare160-Philly-v1``      hare-160 (Hare's 40-server heterogeneous cluster), 100 Philly jobs, K=40
 ``clustergym/MLFS2474-v1``            mlfs-2474 (Philly's 550 servers), 1000 Philly jobs, W=32, K=32
+``clustergym/UniSched-v1``            UniSched's MIX1 (:func:`unisched_config`): mlfs-80, 100 generated jobs
+                                      of 5-180 minutes at load 1, GPU counts from {1, 2, 4, 8, 16}, half
+                                      strict-SLO (deadline U[1.1, 2] x run time) and half best-effort,
+                                      5/10-minute leases, reward on SLO misses and best-effort JCT
 ====================================  ===================================================================
 """
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .core.workload import MLFS_GPU_CHOICES, MLFS_MODEL_WEIGHTS
+from .core.workload import MLFS_GPU_CHOICES, MLFS_MODEL_WEIGHTS, UNISCHED_DEADLINE_SPAN, slo_mix_with_fraction
 
 WEEK_S = 7 * 86400.0
 # The default scenario: contended (measured in docs/workloads.md). Philly's own GPU counts (93 % single-GPU
@@ -60,6 +64,28 @@ def mlfs_id(x: float) -> str:
     return f"clustergym/MLFS80-x{x:g}-v1"
 
 
+# UniSched §IV: GPU requests up to 16 (its policy generator's limit), strict deadlines 1.1-2 x the job's
+# duration, 5-minute best-effort and 10-minute SLO leases. Reward: UniSched's 100:1 ratio of an SLO job's value
+# to a best-effort job's, read as one missed deadline weighing as much as 100 best-effort job-hours (our choice:
+# the paper's two rewards have no common unit); the MLFS objectives are left at weight 0.
+UNISCHED_GPU_CHOICES: tuple[int, ...] = (1, 2, 4, 8, 16)
+UNISCHED_REWARD_WEIGHTS: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.01)
+
+
+def unisched_config(slo_fraction: float = 0.5) -> dict[str, Any]:
+    """UniSched's MIX1 workload (strict-SLO and best-effort jobs) as EnvConfig fields: each job strict-SLO with
+    probability ``slo_fraction`` (seeded with the job mapping; UniSched does not give its proportions, so 0.5 by
+    default), the rest best-effort. Jobs as in UniSched's testbed (§IV-B): generated (MLFS §4.1's generator,
+    Philly's log-normal durations) with durations between 5 and 180 minutes and GPU requests up to 16 (uniform
+    over {1, 2, 4, 8, 16}), at offered load 1."""
+    return {"cluster": "mlfs-80", "workload": "generator", "window_jobs": 100,
+            "generator": {"load": 1.0, "gpu_choices": list(UNISCHED_GPU_CHOICES), "min_duration": 300.0,
+                          "max_duration": 10800.0},
+            "mapping": {"slo_mix": slo_mix_with_fraction(slo_fraction), "deadline_span": list(UNISCHED_DEADLINE_SPAN)},
+            "sim": {"be_lease_s": 300.0, "slo_lease_s": 600.0, "usage_change_mean_s": 0.0},
+            "reward_weights": list(UNISCHED_REWARD_WEIGHTS)}
+
+
 SCENARIOS: dict[str, dict[str, Any]] = {
     "clustergym/GPUCluster-v1": CONTENDED_DEFAULT,
     "clustergym/GPUClusterLight-v1": {},
@@ -71,6 +97,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                                      "n_destinations": 40},
     "clustergym/MLFS2474-v1": {"cluster": "mlfs-2474", "workload": "philly", "window_jobs": 1000,
                                "window_size": 32, "n_destinations": 32},
+    "clustergym/UniSched-v1": unisched_config(),
 }
 
 

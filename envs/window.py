@@ -26,8 +26,9 @@ Which rows, in order (:meth:`Window.build`):
 1. ``"migrate"``: running tasks on overloaded servers not moved in this round, by server index then task id;
    at most ``migrate_rows``.
 2. ``"running"`` (with ``preemption`` or ``stop_options``): one row per fully placed running job not already
-   a migration row, if it has a valid action (preemption: on, tasks waiting and no task of the job moved in
-   this round; or a stop-option change); at most ``running_rows``.
+   a migration row, if it has a valid action (preemption: on, tasks waiting, no task of the job moved in
+   this round and no lease of the job still running, :mod:`clustergym.core.lease`; or a stop-option change);
+   at most ``running_rows``.
 3. ``"place"``: ready waiting tasks that fit some destination, in queue order, at most ``rows_per_job`` per
    job (default 1: one row per waiting job, its first ready task that fits).
 
@@ -369,6 +370,8 @@ class Window:
                     return f"{head}: preemption is off (EnvConfig.preemption)"
                 if task.job in self.touched_jobs:
                     return f"{head}: a task of job {jid} was placed or moved in this round"
+                if sim is not None and sim.leases.suspend_error(task.job):
+                    return f"{head}: {sim.leases.suspend_error(task.job)}"
                 return f"{head}: no task is waiting, preempting would free GPUs for nobody"
             return f"{head}: not allowed by the mask"
         if kind == "running":
@@ -413,7 +416,8 @@ class Window:
                 n_rows, n_place = self._fill(sim, rows, n_mig, n_over, tasks, kinds)
                 if n_mig > n_over:  # running-job rows: "back to the queue" preempts, if allowed
                     pre, touched = self._preempt_ok, self.touched_jobs
-                    self._mask_move[n_over:n_mig, self.K] = [pre and t.job not in touched
+                    held = sim.leases.suspend_error  # a job whose lease still runs cannot be suspended
+                    self._mask_move[n_over:n_mig, self.K] = [pre and t.job not in touched and held(t.job) is None
                                                              for t in tasks[n_over:n_mig]]
                 if self.n_stop:
                     self._write_stop_mask(sim)
@@ -477,10 +481,10 @@ class Window:
         if room <= 0:
             return 0
         seen = {t.job for t in rows} if rows else ()
-        touched, stop, code = self.touched_jobs, self.n_stop, self._stop_code
+        touched, stop, code, held = self.touched_jobs, self.n_stop, self._stop_code, sim.leases.suspend_error
         jobs = [j for j in sim.active_jobs.values()
                 if j.n_placed == len(j.tasks) and j not in seen
-                and (pre and j not in touched or stop and code(sim, j))]
+                and (pre and j not in touched and held(j) is None or stop and code(sim, j))]
         if len(jobs) > room:
             # drawn once per round and set of candidates (within a round the orderings cannot change)
             key = (self._round, room, tuple(map(id, jobs)))

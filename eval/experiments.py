@@ -137,3 +137,4 @@ def _claims_ablation(agg) -> list[dict]:
 
 from . import experiments_causes  # noqa: E402,F401  (registers its experiments)
 from . import experiments_hare  # noqa: E402,F401  (registers its experiments)
+from . import experiments_unisched  # noqa: E402,F401  (registers its experiments)

@@ -107,8 +107,8 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "episode_return", "mean_jct", "mean_jct_censored", "p50_jct", "p99_jct", "makespan", "deadline_ratio",
     "mean_accuracy", "accuracy_ratio", "bandwidth_mb", "mean_waiting", "overload_occurrences",
     "overload_server_hours", "migrations", "preemptions", "gang_releases", "finished", "stopped", "unfinished",
-    "not_submitted", "queued_fraction", "jobs", "decisions", "events", "sim_time", "decision_mean_us",
-    "decision_p99_us", "agent_steps", "wall_s")
+    "not_submitted", "queued_fraction", "jobs", "decisions", "events", "sim_time", "slo_jobs", "slo_miss_rate",
+    "slo_weighted_miss", "mean_be_jct", "decision_mean_us", "decision_p99_us", "agent_steps", "wall_s")
 
 # The columns of the results tables (training's final table, a sweep's summary.md), in display order.
 TABLE_METRICS: tuple[str, ...] = (
@@ -126,7 +126,7 @@ DIRECTIONS: dict[str, int] = {
     "mean_jct": -1, "mean_jct_censored": -1, "p50_jct": -1, "p99_jct": -1, "makespan": -1, "mean_waiting": -1,
     "bandwidth_mb": -1, "overload_occurrences": -1, "overload_server_hours": -1, "migrations": -1,
     "preemptions": -1, "gang_releases": -1, "stopped": -1, "unfinished": -1, "decision_mean_us": -1,
-    "decision_p99_us": -1}
+    "decision_p99_us": -1, "slo_miss_rate": -1, "slo_weighted_miss": -1, "mean_be_jct": -1}
 HIGHER_IS_BETTER = frozenset(m for m, d in DIRECTIONS.items() if d > 0)
 
 

@@ -274,7 +274,7 @@ def test_same_seed_gives_identical_records_and_different_seeds_differ():
         sim.run(random_driver(5))
         return sim.job_records(), sim.summary()
     a, b, c = run(7), run(7), run(8)
-    assert a == b
+    assert repr(a) == repr(b)  # (repr: the summary's undefined means, e.g. mean_be_jct without best-effort jobs, are NaN)
     assert a[0] != c[0]
 
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import clustergym  # noqa: F401  (registers the ids)
-from clustergym.config import ConfigError, EnvConfig
+from clustergym.config import OBJECTIVE_NAMES, ConfigError, EnvConfig
 from clustergym.core.commands import Command
 from clustergym.core.engine import InvalidCommand
 from clustergym.core.workload import STOP_OPTIONS
@@ -39,7 +39,7 @@ def greedy_action(u) -> int:
 def run_episode(env, seed, policy=greedy_action, max_steps=100_000):
     obs, info = env.reset(seed=seed)
     u = env.unwrapped
-    total = np.zeros(5)
+    total = np.zeros(len(OBJECTIVE_NAMES))
     rewards = []
     for _ in range(max_steps):
         obs, r, te, tr, info = env.step(policy(u))
@@ -79,9 +79,9 @@ def test_config_rejects_unknown_keys(tmp_path):
     with pytest.raises(ConfigError, match="bogus"):
         EnvConfig.from_dict({"mapping": {"bogus": 1}})
     p = tmp_path / "c.yaml"
-    p.write_text("cluster: tiny-8\nwindow_jobs: 5\nreward_weights: [1, 0, 0, 0, 0]\nsim: {overload_threshold: 0.8}\n")
+    p.write_text("cluster: tiny-8\nwindow_jobs: 5\nreward_weights: [1, 0, 0, 0, 0, 0, 0]\nsim: {overload_threshold: 0.8}\n")
     cfg = EnvConfig.from_yaml(p)
-    assert cfg.cluster == "tiny-8" and cfg.reward_weights == (1.0, 0, 0, 0, 0) and cfg.sim["overload_threshold"] == 0.8
+    assert cfg.cluster == "tiny-8" and cfg.reward_weights == (1.0, 0, 0, 0, 0, 0, 0) and cfg.sim["overload_threshold"] == 0.8
     env = gym.make(DEFAULT, config=str(p), window_size=4)
     assert env.unwrapped.config.window_jobs == 5 and env.unwrapped.W == 4
     p.write_text("cluster: tiny-8\nnope: 1\n")
@@ -190,7 +190,7 @@ def test_invalid_action_penalty_mode():
     for k in kept:
         assert np.array_equal(obs2b[k], kept[k]), k
     obs3, r, _, _, info = env.step(u.action_space.n + 5)
-    assert r == -2.5 and np.array_equal(info["objectives"], np.zeros(5)) and "out of range" in info["invalid_action"]
+    assert r == -2.5 and np.array_equal(info["objectives"], np.zeros(len(OBJECTIVE_NAMES))) and "out of range" in info["invalid_action"]
 
 
 @pytest.mark.parametrize("mode", ["penalty", "raise"])
@@ -337,10 +337,10 @@ def test_truncation_carries_summary():
 
 def test_mo_wrapper():
     env = MOReward(gym.make(HETERO, **SMALL))
-    assert env.reward_space.shape == (5,)
+    assert env.reward_space.shape == (len(OBJECTIVE_NAMES),)
     env.reset(seed=0)
     _, r, _, _, info = env.step(greedy_action(env.unwrapped))
-    assert isinstance(r, np.ndarray) and r.dtype == np.float32 and r.shape == (5,)
+    assert isinstance(r, np.ndarray) and r.dtype == np.float32 and r.shape == (len(OBJECTIVE_NAMES),)
     np.testing.assert_allclose(np.dot(env.unwrapped.config.reward_weights, r), info["scalar_reward"], rtol=1e-5, atol=1e-7)
     assert env.action_masks().dtype == bool
 

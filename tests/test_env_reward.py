@@ -24,9 +24,10 @@ def sixth():
     reward.OBJECTIVES[:] = saved
 
 
-def test_default_registry_is_mlfs_eq7():
-    assert reward.objective_names() == ("jct", "deadline", "bandwidth", "accuracy_met", "accuracy")
-    assert EnvConfig().reward_weights == (0.5, 0.55, 0.25, 0.15, 0.15)  # MLFS §4.1
+def test_default_registry_is_mlfs_eq7_then_unisched_at_weight_0():
+    assert reward.objective_names() == ("jct", "deadline", "bandwidth", "accuracy_met", "accuracy", "slo_miss",
+                                        "be_jct")
+    assert EnvConfig().reward_weights == (0.5, 0.55, 0.25, 0.15, 0.15, 0.0, 0.0)  # MLFS §4.1, UniSched off
     from clustergym.config import OBJECTIVE_NAMES
 
     assert OBJECTIVE_NAMES == reward.objective_names()
@@ -35,43 +36,44 @@ def test_default_registry_is_mlfs_eq7():
 def test_a_sixth_objective_reaches_every_consumer(sixth):
     from clustergym.config import OBJECTIVE_NAMES
 
-    assert OBJECTIVE_NAMES == ("jct", "deadline", "bandwidth", "accuracy_met", "accuracy", "migrations")
-    assert EnvConfig().reward_weights == (0.5, 0.55, 0.25, 0.15, 0.15, 0.05)
-    with pytest.raises(ConfigError, match="6 entries"):
-        EnvConfig(reward_weights=(1, 0, 0, 0, 0))
+    assert OBJECTIVE_NAMES == ("jct", "deadline", "bandwidth", "accuracy_met", "accuracy", "slo_miss", "be_jct",
+                               "migrations")
+    assert EnvConfig().reward_weights == (0.5, 0.55, 0.25, 0.15, 0.15, 0.0, 0.0, 0.05)
+    with pytest.raises(ConfigError, match="8 entries"):
+        EnvConfig(reward_weights=(1, 0, 0, 0, 0, 0, 0))
     from clustergym.train.config import parse_weights
 
-    assert parse_weights("1,0,0,0,0,2") == [1.0, 0, 0, 0, 0, 2.0]
-    with pytest.raises(ConfigError, match="6 values"):
-        parse_weights("1,0,0,0,0")
+    assert parse_weights("1,0,0,0,0,0,0,2") == [1.0, 0, 0, 0, 0, 0, 0, 2.0]
+    with pytest.raises(ConfigError, match="8 values"):
+        parse_weights("1,0,0,0,0,0,0")
 
     # overload threshold 0.5: servers overload often, so random actions migrate
     kw = dict(window_jobs=20, max_steps=3000, sim={"overload_threshold": 0.5})
     env = ClusterEnv(vector_reward=True, **kw)
-    assert env.reward_dim == 6 and env.reward_space.shape == (6,)
+    assert env.reward_dim == 8 and env.reward_space.shape == (8,)
     _, info = env.reset(seed=0)
-    assert info["objectives"].shape == (6,)
+    assert info["objectives"].shape == (8,)
     beta = np.asarray(env.config.reward_weights)
     rng = np.random.default_rng(0)
-    total, done = np.zeros(6), False
+    total, done = np.zeros(8), False
     while not done:  # random valid actions, a migration whenever one is valid (so the counter moves)
         valid = np.flatnonzero(env.action_masks()[:-1])
         mig = [a for a in valid if (c := env.window.command(int(a))) is not None and c.kind == "migrate"]
         pick = mig if mig else np.flatnonzero(env.action_masks())
         _, r, te, tr, info = env.step(int(rng.choice(pick)))
-        assert r.dtype == np.float32 and r.shape == (6,)
+        assert r.dtype == np.float32 and r.shape == (8,)
         assert info["scalar_reward"] == pytest.approx(float(beta @ info["objectives"]), abs=1e-12)
         total += info["objectives"]
         done = te or tr
     s = info["summary"]
     assert s["migrations"] > 0
-    assert total[5] == pytest.approx(-s["migrations"] / env.sim.n_jobs, rel=1e-12)
+    assert total[7] == pytest.approx(-s["migrations"] / env.sim.n_jobs, rel=1e-12)
     np.testing.assert_allclose(env.objective_totals(), total, rtol=1e-9, atol=1e-12)
 
     mo = MOReward(gym.make(HETERO, **kw))
-    assert mo.reward_space.shape == (6,) and mo.objective_names[-1] == "migrations"
+    assert mo.reward_space.shape == (8,) and mo.objective_names[-1] == "migrations"
     mo.reset(seed=0)
-    assert mo.step(int(np.flatnonzero(mo.action_masks())[0]))[1].shape == (6,)
+    assert mo.step(int(np.flatnonzero(mo.action_masks())[0]))[1].shape == (8,)
 
 
 def test_the_env_keeps_the_objectives_of_its_construction(sixth):
@@ -79,7 +81,7 @@ def test_the_env_keeps_the_objectives_of_its_construction(sixth):
     reward.OBJECTIVES.pop()
     env.reset(seed=0)
     _, _, _, _, info = env.step(env.end_round_action)
-    assert info["objectives"].shape == (6,)
+    assert info["objectives"].shape == (8,)
 
 
 def test_registry_errors_name_the_objective():

@@ -47,19 +47,19 @@ def test_mo_gymnasium_wrappers():
     # mo_gymnasium.make = gym.make without the passive checker (which insists on a scalar reward)
     env = mo_wrappers.MORecordEpisodeStatistics(mo_gym.make(DEFAULT, window_jobs=6, vector_reward=True), gamma=1.0)
     u = env.unwrapped
-    assert u.reward_dim == len(OBJECTIVE_NAMES) and u.reward_space.shape == (5,)
+    assert u.reward_dim == len(OBJECTIVE_NAMES) and u.reward_space.shape == (len(OBJECTIVE_NAMES),)
     env.reset(seed=0)
-    done, total = False, np.zeros(5)
+    done, total = False, np.zeros(len(OBJECTIVE_NAMES))
     while not done:
         _, r, term, trunc, info = env.step(int(np.flatnonzero(u.action_masks())[0]))
-        assert r.dtype == np.float32 and r.shape == (5,)
+        assert r.dtype == np.float32 and r.shape == (len(OBJECTIVE_NAMES),)
         np.testing.assert_allclose(np.dot(u.config.reward_weights, r), info["scalar_reward"], rtol=1e-5, atol=1e-7)
         total += r
         done = term or trunc
     np.testing.assert_allclose(info["episode"]["r"], total, rtol=1e-6)
     np.testing.assert_allclose(total, u.objective_totals(), rtol=1e-5, atol=1e-6)
     # after the end: a zero vector, not a scalar
-    assert np.array_equal(env.step(u.end_round_action)[1], np.zeros(5, np.float32))
+    assert np.array_equal(env.step(u.end_round_action)[1], np.zeros(len(OBJECTIVE_NAMES), np.float32))
 
     beta = np.asarray(u.config.reward_weights, np.float32)
     lin = mo_wrappers.LinearReward(mo_gym.make(DEFAULT, window_jobs=6, vector_reward=True), weight=beta)

@@ -214,3 +214,31 @@ def test_reference_server_follows_the_target_cluster(fake_catalogue):
     assert [a.max_iterations for a in explicit] == [a.max_iterations for a in wide]
     with pytest.raises(ValueError, match="gpus_per_server"):
         M.MappingConfig(gpus_per_server=0)
+
+
+def test_unisched_deadlines_and_slo_fraction():
+    from clustergym.core.mapping import MappingConfig, reference_run_time, to_job_specs
+    from clustergym.core.workload import slo_mix_with_fraction
+
+    df = _unisched_trace(400)
+    cfg = MappingConfig(slo_mix=slo_mix_with_fraction(0.3), deadline_span=(1.1, 2.0))
+    specs = to_job_specs(df, 5, cfg)
+    spans = np.array([(s.deadline - s.submit_time) / reference_run_time(s, cfg) for s in specs])
+    assert spans.min() >= 1.1 - 1e-9 and spans.max() <= 2.0 + 1e-9 and spans.std() > 0.2  # U[1.1, 2] x t_e
+    assert np.mean([s.slo_class == "strict" for s in specs]) == pytest.approx(0.3, abs=0.06)
+    assert {s.slo_class for s in specs} == {"strict", "best-effort"}
+    assert to_job_specs(df, 5, cfg) == specs  # seeded
+    # the MLFS rule's draws are unchanged by the option: the same seed maps the same models and classes
+    mlfs = to_job_specs(df, 5, MappingConfig(slo_mix=slo_mix_with_fraction(0.3)))
+    assert [(s.model, s.slo_class) for s in mlfs] == [(s.model, s.slo_class) for s in specs]
+    with pytest.raises(ValueError, match="deadline_span must be None or"):
+        MappingConfig(deadline_span=(2.0, 1.1))
+    with pytest.raises(ValueError, match=r"slo_fraction must be a number in \[0, 1\]"):
+        slo_mix_with_fraction(1.5)
+
+
+def _unisched_trace(n: int):
+    import pandas as pd
+
+    return pd.DataFrame({"job_id": np.arange(n), "submit_time": np.arange(n) * 60.0,
+                         "n_gpus": np.ones(n, dtype=int), "duration": np.full(n, 3600.0)})

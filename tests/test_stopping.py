@@ -81,7 +81,7 @@ def test_the_predictor_has_its_own_stream():
         specs = [helpers.job(i, submit=30.0 * i, P=2, iters=400) for i in range(6)]
         s = Simulator(helpers.cluster(), specs, SimConfig(optstop_error_sigma=sigma), seed=5, models=helpers.models)
         return run(s, baselines.make("fifo"))
-    assert summary(0.0) == summary(0.5)
+    assert repr(summary(0.0)) == repr(summary(0.5))  # (repr: the SLO rates of a workload without SLO jobs are NaN)
 
 
 def generator_sim(seed: int, n_jobs: int = 40, load: float = 1.0) -> Simulator:

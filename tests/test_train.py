@@ -169,7 +169,7 @@ def test_every_setting_has_a_flag_read_as_its_type():
     ({"learning_rate": "3e-5"}, "write 3.0e-5"),
     ({"gamma": 1.5}, r"gamma must be in \(0, 1\]"),
     ({"clip_range": float("nan")}, "clip_range must be a finite number"),
-    ({"reward_weights": [1, 0, 0, 0, float("inf")]}, "all finite"),
+    ({"reward_weights": [1, 0, 0, 0, 0, 0, float("inf")]}, "all finite"),
     ({"scenario": "clustergym/Nope-v0"}, "not a registered env id"),
     ({"net_arch": [64, 0]}, "net_arch must be a list of layer widths"),
     ({"share_encoder": "yes"}, "share_encoder must be true or false"),

@@ -39,7 +39,7 @@ def command_error(sim: "Simulator", cmd: Command) -> str | None:
             return f"unknown job id {cmd.jid}"
         if job.state != JobState.ACTIVE or job.n_placed == 0:
             return f"job {cmd.jid} has no placed task to preempt"
-        return None
+        return sim.leases.suspend_error(job)
     if cmd.kind not in COMMAND_KINDS:
         return f"unknown command kind {cmd.kind!r}; known: {COMMAND_KINDS}"
     if not 0 <= cmd.tid < len(sim.tasks):

@@ -36,6 +36,10 @@ class SimConfig:
     suspend_s: float = 4.0  # UniSched: suspension stays within ~4 s
     resume_base_s: float = 10.0  # resumption grows with GPU count (UniSched, Fig. 8 discussion)
     resume_per_gpu_s: float = 1.0
+    # UniSched's leases (clustergym.core.lease): a job runs for a lease, then is renewed or suspended; 0 = no
+    # leases (UniSched: 300 s for best-effort and profiler jobs, 600 s for SLO jobs)
+    be_lease_s: float = 0.0
+    slo_lease_s: float = 0.0
     overload_recheck_s: float = 600.0  # an unchanged overload is offered again as a decision after this long
     contention_step: float = 0.05  # slowdown factors are rounded up to this step (0 = exact)
     gang_timeout_s: float = 1800.0  # a partially placed job releases its slots after this long (inf = never)
@@ -73,7 +77,7 @@ _RANGES: tuple[tuple[tuple[str, ...], tuple[float, bool, float, bool]], ...] = (
     (("tick_s", "usage_min", "usage_max"), (0.0, True, math.inf, False)),
     (("overload_threshold", "cluster_overload_threshold"), (0.0, True, 1.0, False)),
     (("usage_change_mean_s", "usage_sigma", "migration_base_s", "suspend_s", "resume_base_s", "resume_per_gpu_s",
-      "overload_recheck_s", "contention_step", "optstop_error_sigma"), (0.0, False, math.inf, False)),
+      "be_lease_s", "slo_lease_s", "overload_recheck_s", "contention_step", "optstop_error_sigma"), (0.0, False, math.inf, False)),
     (("gang_timeout_s", "horizon_s", "stall_timeout_s"), (0.0, True, math.inf, True)),
 )
 

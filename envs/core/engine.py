@@ -9,11 +9,10 @@ Drive it directly (no Gymnasium needed)::
             sim.place(task.tid, server)
     print(sim.summary())
 
-Time advances only through events (arrivals, completions, deadline crossings, resource-use changes,
-checkpoint/restore ends, gang timeouts and scheduling ticks); idle time is skipped, never stepped through.
-Job progress is rate-based between events (:mod:`clustergym.core.progress`), so a job costs a handful of
-events whatever its iteration count. Admission, actual use, overload and contention are
-:mod:`clustergym.core.resources`; the metrics (:mod:`clustergym.core.metrics`) receive the events.
+Time advances only through events (arrivals, completions, deadline crossings, resource-use changes, checkpoint/
+restore ends, gang timeouts, lease ends and ticks); idle time is skipped. Progress is rate-based between events
+(:mod:`clustergym.core.progress`). Admission, use, overload and contention: :mod:`clustergym.core.resources`;
+leases: :mod:`clustergym.core.lease`; the metrics (:mod:`clustergym.core.metrics`) receive the events.
 """
 from __future__ import annotations
 
@@ -26,8 +25,8 @@ import numpy as np
 from .catalogue import ModelProfile
 from .config import SimConfig, SimConfigError  # noqa: F401  (re-exported: part of the engine API)
 from .hardware import ClusterSpec
-from .job import (JOB_ACTIVE, TASK_RUNNING, TASK_WAITING, Job, JobState, Task, TaskState, make_job,
-                  optstop_prediction_errors)
+from .lease import LeaseError, Leases, checkpoint_s  # noqa: F401  (LeaseError: part of the engine API)
+from .job import JOB_ACTIVE, TASK_RUNNING, TASK_WAITING, Job, JobState, Task, TaskState, make_jobs
 from .metrics import Metrics, job_records
 from .progress import (advance, cancel_completion, completion_time, on_attach, on_detach, refresh_rate,
                        start as start_progress, stop as stop_progress)
@@ -38,7 +37,7 @@ from .timeline import make_timeline
 from .workload import JobSpec
 
 # event kinds, in tie-break order at equal times: state changes before the tick that reacts to them
-EV_COMPLETE, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_TICK = range(7)
+EV_COMPLETE, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_LEASE, EV_TICK = range(8)
 
 
 class InvalidCommand(ValueError):
@@ -71,24 +70,17 @@ class Simulator:
         self.rng = np.random.default_rng(seed)
         self.now = 0.0
         self.controllers: list[Controller] = list(controllers)
-        self.jobs: list[Job] = []
-        self.tasks: list[Task] = []
-        self.job_by_id: dict[int, Job] = {}
-        specs = sorted(jobs, key=lambda s: (s.submit_time, s.job_id))
-        optstop_errors = optstop_prediction_errors(seed, len(specs), self.config.optstop_error_sigma)
-        for spec, error in zip(specs, optstop_errors):
-            if spec.job_id in self.job_by_id:
-                raise ValueError(f"duplicate job_id {spec.job_id}")
-            job = make_job(spec, models(spec.model), len(self.tasks), error)
-            start_progress(job)
-            self.jobs.append(job)
-            self.job_by_id[spec.job_id] = job
-            self.tasks.extend(job.tasks)
+        self.jobs: list[Job] = make_jobs(jobs, models, seed, self.config.optstop_error_sigma)
+        self.tasks: list[Task] = [t for job in self.jobs for t in job.tasks]
+        self.job_by_id: dict[int, Job] = {job.spec.job_id: job for job in self.jobs}
         self.resources = Resources(self.cluster, self.config, len(self.tasks))
         for job in self.jobs:
+            start_progress(job)
             why = self.resources.never_fits(job)
             if why:
                 raise UnplaceableJob(job.jid, f"job {job.jid} ({job.model.name}): {why}")
+        self.leases = Leases(self.config, self.jobs, lambda t, job, token: self._push(t, EV_LEASE, job, token),
+                             self._request_tick)  # UniSched's leases (off unless configured)
         self.task_server = self.resources.task_server  # read by the env's affinity kernel
         # per server: when its current overload began (meaningful while it is overloaded)
         self.overloaded_since = [0.0] * self.cluster.n_servers
@@ -202,10 +194,11 @@ class Simulator:
         self._gang_timer(job)
         if job.fully_placed:
             if job.record.first_start >= 0:  # restarting after preemption or a requeue: restore from checkpoint
-                job.paused_until = max(job.paused_until, self.now + self._resume_overhead(job))
+                job.paused_until = max(job.paused_until, self.now + checkpoint_s(self.config, job.spec.n_gpus))
                 self._push(job.paused_until, EV_RESUME, job, self._epoch[job])
             else:
                 job.record.first_start = self.now
+            self.leases.grant(job, self.now)
         self._flush()
         return g
 
@@ -259,8 +252,8 @@ class Simulator:
         job = self.job(jid)
         if job.state != JOB_ACTIVE:
             raise InvalidCommand(f"job {jid} is {job.state.name}, only ACTIVE jobs can be preempted")
-        if job.n_placed == 0:
-            raise InvalidCommand(f"job {jid} has no placed task to preempt")
+        if job.n_placed == 0 or self.leases.suspend_error(job):
+            raise InvalidCommand(self.leases.suspend_error(job) or f"job {jid} has no placed task to preempt")
         self._release(job)
         job.record.preemptions += 1
         self.metrics.on_preemption()
@@ -399,6 +392,7 @@ class Simulator:
             job.state = JOB_ACTIVE
             job.last_update = self.now
             self.active_jobs[job.jid] = job
+            self.metrics.on_arrival(job)
             for t in job.tasks:
                 self._enqueue(t)
             self._request_tick()
@@ -406,6 +400,9 @@ class Simulator:
             if job.state == JOB_ACTIVE:
                 self._touch(job)
                 job.record.acc_at_deadline = job.accuracy()
+                self.metrics.on_deadline_passed(job)
+        elif kind == EV_LEASE:
+            self.leases.expire(job, token)
         elif kind == EV_GANG:
             if job.state == JOB_ACTIVE and self._gang_token.get(job.jid) == token and 0 < job.n_placed < job.n_tasks:
                 self._release(job)
@@ -423,6 +420,7 @@ class Simulator:
     def _release(self, job: Job) -> None:
         """Every placed task of the job back to the queue (preemption, gang timeout)."""
         self._touch(job)
+        self.leases.release(job)
         for t in job.tasks:
             if t.state == TASK_RUNNING:
                 self._detach(t)
@@ -534,18 +532,16 @@ class Simulator:
             job.record.acc_at_deadline = job.accuracy()
         self.active_jobs.pop(job.jid, None)
         self._gang_token.pop(job.jid, None)
+        self.leases.release(job)
         self.metrics.on_job_end(job)
         self._dirty.pop(job, None)
         self._request_tick()
 
-    def _resume_overhead(self, job: Job) -> float:
-        cfg = self.config
-        return cfg.suspend_s + cfg.resume_base_s + cfg.resume_per_gpu_s * job.spec.n_gpus
 
     # ------------------------------------------------------------------ decision points
     def _decision_possible(self) -> bool:
         mode = self.config.decide_on
-        if mode == "always":
+        if mode == "always" or self.leases.due:  # a lease's end: renew or suspend
             return bool(self.active_jobs)
         if mode == "queue" and self.queue:
             return True
@@ -585,6 +581,7 @@ class Simulator:
         still actionable, look again at the next tick."""
         for ctl in self.controllers:
             ctl.on_tick(self)
+        self.leases.renew_due(self.now)
         self._flush()
         if not self.active_jobs:
             return

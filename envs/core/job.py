@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -205,3 +205,22 @@ def make_job(spec: JobSpec, model: ModelProfile, first_tid: int, optstop_error: 
     templates: list[TaskTemplate] = build_tasks(spec, model)
     job.tasks = [Task(first_tid + i, job, t) for i, t in enumerate(templates)]
     return job
+
+
+def make_jobs(specs: Iterable[JobSpec], models: Callable[[str], ModelProfile], seed: int,
+              optstop_error_sigma: float) -> list[Job]:
+    """The jobs of ``specs`` in (submit time, job id) order with consecutive task ids, each with its OptStop
+    prediction error (:func:`optstop_prediction_errors`, drawn in that order). A duplicate job id is a
+    ValueError."""
+    ordered = sorted(specs, key=lambda s: (s.submit_time, s.job_id))
+    jobs: list[Job] = []
+    seen: set[int] = set()
+    n_tasks = 0
+    for spec, error in zip(ordered, optstop_prediction_errors(seed, len(ordered), optstop_error_sigma)):
+        if spec.job_id in seen:
+            raise ValueError(f"duplicate job_id {spec.job_id}")
+        seen.add(spec.job_id)
+        job = make_job(spec, models(spec.model), n_tasks, error)
+        n_tasks += len(job.tasks)
+        jobs.append(job)
+    return jobs

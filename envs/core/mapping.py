@@ -28,7 +28,10 @@ and kept the trace's iteration count. We do the same with the catalogue and the 
   100 Gbit/s link; on the 4-GPU/10 Gbit/s MLFS cluster every multi-server job then ran slower than t_e
   before any contention and missed its 1.1 t_e deadline whatever the scheduler did.)
 - **deadline**: the trace's, if it has one; else ``submit + max(1.1 t_e, t_r)``, t_e = max_iterations x
-  t_it, t_r ~ U[0.5, 24] h (MLFS §4.1).
+  t_it, t_r ~ U[0.5, 24] h (MLFS §4.1); with ``deadline_span=(a, b)`` instead ``submit + U[a, b] x t_e``
+  (UniSched §IV-C: "randomly ... within a range of 1.1 to 2 times the job duration",
+  :data:`UNISCHED_DEADLINE_SPAN`; the factor is drawn last, and only under that rule, so the MLFS rule's
+  draws are unchanged).
 - **urgency** ~ U{1..10}; **accuracy requirement**: the trace's, else U[0.6, 0.95] x the final accuracy
   of the model's curve (Pollux's Philly CSV has no completion status to use as MLFS did).
 - **SLO class** from ``slo_mix`` (UniSched classes; default all "strict": every MLFS job has a deadline);
@@ -59,7 +62,8 @@ import pandas as pd
 
 from .config import number_error
 from .trace_schema import source_row
-from .workload import MLFS_GPU_CHOICES, MLFS_MODEL_WEIGHTS, SLO_CLASSES, STOP_OPTIONS, JobSpec  # noqa: F401
+from .workload import (MLFS_GPU_CHOICES, MLFS_MODEL_WEIGHTS, SLO_CLASSES, STOP_OPTIONS,  # noqa: F401
+                       UNISCHED_DEADLINE_SPAN, JobSpec, slo_mix_with_fraction)
 
 # Source-trace model names -> catalogue model names (resolved loosely, see _norm).
 MODEL_ALIASES: dict[str, str] = {
@@ -90,6 +94,7 @@ class MappingConfig:
     intra_gbps: float | None = None
     deadline_factor: float = 1.1
     deadline_range_h: tuple[float, float] = (0.5, 24.0)
+    deadline_span: tuple[float, float] | None = None  # (a, b): deadline = submit + U[a, b] x t_e (UniSched)
     urgency_range: tuple[int, int] = (1, 10)
     accuracy_fraction: tuple[float, float] = (0.6, 0.95)
     slo_mix: Mapping[str, float] = field(default_factory=lambda: {"strict": 1.0})
@@ -144,6 +149,9 @@ class MappingConfig:
             pair = getattr(self, name)
             if len(pair) != 2 or any(number_error(v, 0.0, False, hi) for v in pair) or pair[0] > pair[1]:
                 raise ValueError(f"{name} must be (low, high) with 0 <= low <= high <= {hi:g}, finite (got {pair!r})")
+        span = self.deadline_span
+        if span is not None and (len(span) != 2 or any(number_error(v, 0.0, True) for v in span) or span[0] > span[1]):
+            raise ValueError(f"deadline_span must be None or (low, high) with 0 < low <= high, finite (got {span!r})")
         for name, mix in (("model_weights", self.model_weights or {}), ("slo_mix", self.slo_mix),
                           ("stop_mix", self.stop_mix)):
             bad = {k: w for k, w in mix.items() if number_error(w, 0.0)}
@@ -242,6 +250,8 @@ def _draws(rng: np.random.Generator, n: int, cfg: MappingConfig) -> dict[str, np
     d["data_mb"] = rng.uniform(cfg.data_size_mb[0], cfg.data_size_mb[1], n)
     d["comm_ps"] = rng.uniform(cfg.comm_mb[0], cfg.comm_mb[1], n)
     d["comm_w"] = rng.uniform(cfg.comm_mb[0], cfg.comm_mb[1], n)
+    if cfg.deadline_span is not None:  # drawn last and only under this rule: the MLFS rule's draws are unchanged
+        d["span"] = rng.uniform(cfg.deadline_span[0], cfg.deadline_span[1], n)
     return d
 
 
@@ -372,7 +382,8 @@ def to_job_specs(df: pd.DataFrame, seed: int, config: MappingConfig | None = Non
             raise ValueError(f"job {jid}: reference iteration time {t_it!r} for {name} must be > 0")
         iters = max(1, int(round(dur[i] / t_it)))
         t_e = iters * t_it
-        deadline = _given(trace_deadline, i, lambda: float(submit[i] + max(cfg.deadline_factor * t_e, d["t_r"][i])))
+        deadline = _given(trace_deadline, i, lambda: float(submit[i] + (
+            d["span"][i] * t_e if "span" in d else max(cfg.deadline_factor * t_e, d["t_r"][i]))))
         urg = int(_given(trace_urg, i, lambda: d["urgency"][i]))
         acc = _given(trace_acc, i, lambda: float(min(1.0, max(0.0, d["acc_frac"][i] * model.curve.final_accuracy))))
         specs.append(JobSpec(

@@ -5,12 +5,14 @@ beginning, jobs ending); :func:`summary` and :func:`job_records` read the jobs t
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
 
 from .job import Job, JobState
 from .state import ClusterState
+from .workload import SLO_FULL_VALUE
 
 
 class Metrics:
@@ -33,6 +35,13 @@ class Metrics:
         self.deadlines_met = 0
         self.accuracy_met = 0
         self.accuracy_sum = 0.0  # sum of accuracy-by-deadline over ended jobs
+        # UniSched's classes: SLO jobs judged against their (first) deadline, counted when it is decided (the
+        # job ends by it: met; the deadline passes while the job runs or waits: missed), and the integral of
+        # best-effort jobs in the system (its total over the episode is the sum of their JCTs)
+        self.slo_met = 0
+        self.slo_missed = 0
+        self.be_active = 0
+        self.be_in_system_integral = 0.0
         self.series: list[tuple] = []
 
     def add_cross(self, a: int, b: int, mb: float) -> None:
@@ -56,6 +65,7 @@ class Metrics:
         """``dt`` seconds passed with ``n_active`` jobs in the system and ``n_overloaded`` servers overloaded;
         during ``queued_dt`` of them some task had waited in the queue longer than one scheduling tick."""
         self.jobs_in_system_integral += n_active * dt
+        self.be_in_system_integral += self.be_active * dt
         self.overload_server_seconds += n_overloaded * dt
         self.queued_seconds += queued_dt
 
@@ -74,8 +84,17 @@ class Metrics:
     def on_gang_release(self) -> None:
         self.gang_releases += 1
 
+    def on_arrival(self, job: Job) -> None:
+        self.be_active += not job.spec.has_slo
+
+    def on_deadline_passed(self, job: Job) -> None:
+        """``job``'s deadline passed while it was still in the system: an SLO job missed it."""
+        self.slo_missed += job.spec.has_slo
+
     def on_job_end(self, job: Job) -> None:
         r = job.record
+        self.be_active -= not job.spec.has_slo
+        self.slo_met += job.spec.has_slo and r.end_time <= job.spec.deadline
         self.jobs_ended += 1
         if r.end_time <= job.spec.deadline:
             self.deadlines_met += 1
@@ -123,8 +142,26 @@ class Metrics:
             # the queue longer than one scheduling tick (a task waiting for the next tick is not held back)
             "queued_fraction": float(self.queued_seconds / span) if span > 0 else 0.0,
             "migrations": self.migrations, "preemptions": self.preemptions, "gang_releases": self.gang_releases,
+            **slo_summary(jobs, self.slo_met, self.slo_missed, now),
             "decisions": decisions, "events": events, "sim_time": float(now),
         }
+
+
+def slo_summary(jobs: Sequence[Job], met: int, missed: int, now: float) -> dict:
+    """UniSched's metrics (§IV-E): ``slo_miss_rate`` (SLO jobs that missed their deadline, of those judged so
+    far), ``slo_weighted_miss`` (R^slo: the mean of 1 - value/100 over ended SLO jobs, a soft job's value read
+    from its step function; an SLO job still running past its last deadline counts as value 0) and the mean
+    JCT of ended best-effort jobs."""
+    slo = [j for j in jobs if j.spec.has_slo and j.state != JobState.PENDING]
+    ended = (JobState.FINISHED, JobState.STOPPED)
+    lost = [1.0 - j.spec.slo_value(j.record.end_time if j.state in ended else math.inf) / SLO_FULL_VALUE
+            for j in slo if j.state in ended or now > j.spec.slo_deadlines()[-1][0]]
+    be = [j.record.end_time - j.spec.submit_time for j in jobs
+          if not j.spec.has_slo and j.state in (JobState.FINISHED, JobState.STOPPED)]
+    return {"slo_jobs": sum(j.spec.has_slo for j in jobs),
+            "slo_miss_rate": missed / (met + missed) if met + missed else float("nan"),
+            "slo_weighted_miss": float(np.mean(lost)) if lost else float("nan"),
+            "mean_be_jct": float(np.mean(be)) if be else float("nan")}
 
 
 def job_records(jobs: Sequence[Job]) -> list[dict]:

@@ -19,6 +19,7 @@ import numpy as np
 from . import progress
 from .commands import Command, command_error
 from .job import Job, Task
+from .lease import checkpoint_s
 from .resources import gpu_overloaded, gpu_use
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class ClusterView:
         self.server_gpu_type: tuple[str, ...] = tuple(c.server_gpu_type)
         self.server_first_gpu, self.server_n_gpus = _read_only(c.server_first_gpu), _read_only(c.server_n_gpus)
         self.cpu_cap, self.mem_cap, self.nic_gbps = _read_only(c.cpu_cap), _read_only(c.mem_cap), _read_only(c.nic_gbps)
+        self.intra_gbps = _read_only(c.intra_gbps)
         self.cpu_alloc, self.mem_alloc = _read_only(c.cpu_alloc), _read_only(c.mem_alloc)  # nominal demand placed
         self.cpu_use, self.mem_use = _read_only(c.cpu_use), _read_only(c.mem_use)  # actual use
         self.net_mbps = _read_only(c.net_mbps)  # cross-server MB/s through the NIC
@@ -127,6 +129,11 @@ class ClusterView:
         """The job's model's single-GPU iteration time averaged over the cluster's GPUs (s): a run-time
         estimate known at submission by profiling (MLF-H's r_k, Hare's T̄_n)."""
         return self._sim.cluster.mean_iter_time(job.model)
+
+    def checkpoint_s(self, job: Job) -> float:
+        """The job's suspend + resume overhead (s) if it were suspended now (UniSched's t^sr, measured while
+        profiling): what the simulator charges when it resumes."""
+        return checkpoint_s(self._sim.config, job.spec.n_gpus)
 
     def remaining_time(self, job: Job) -> float:
         """Estimated remaining run time (s): remaining iterations x :meth:`ref_iter_time`."""

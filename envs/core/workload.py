@@ -17,6 +17,27 @@ SLO_CLASSES: tuple[str, ...] = ("best-effort", "soft", "strict")
 # MLFS §3.5 options i), ii), iii), in the order the system may move a job along under overload.
 STOP_OPTIONS: tuple[str, ...] = ("run-all", "opt-stop", "requirement")
 
+# UniSched §IV-C (values from Chronus's user survey): a strict-SLO job earns 100 by its deadline D_0 and 0
+# after; a soft-SLO job earns 100 by D_0, 80 by 1.1 D_0, 50 by 1.2 D_0, 20 by 1.5 D_0 and 0 after. UniSched
+# prints the later deadlines as "1.1, 1.2 and 1.5 x D_0" without saying from when D_0 is measured; we measure
+# every deadline as a span from the job's submission (D_f = submit + m_f (D_0 - submit)).
+SLO_STEPS: dict[str, tuple[tuple[float, float], ...]] = {
+    "strict": ((1.0, 100.0),),
+    "soft": ((1.0, 100.0), (1.1, 80.0), (1.2, 50.0), (1.5, 20.0)),
+    "best-effort": (),
+}
+SLO_FULL_VALUE = 100.0
+# UniSched §IV-C: a strict deadline is drawn within 1.1 to 2 times the job's duration after its submission.
+UNISCHED_DEADLINE_SPAN: tuple[float, float] = (1.1, 2.0)
+
+
+def slo_mix_with_fraction(fraction: float) -> dict[str, float]:
+    """UniSched's MIX1 class mix (a ``MappingConfig.slo_mix``): strict-SLO jobs with probability ``fraction``,
+    best-effort otherwise."""
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"slo_fraction must be a number in [0, 1] (got {fraction!r})")
+    return {"strict": float(fraction), "best-effort": 1.0 - float(fraction)}
+
 # MLFS §4.1's workload: the five algorithms it ran (AlexNet, ResNet, MLP, LSTM, SVM) as mapping weights, and
 # "The number of GPUs needed by each ML job was randomly selected from {1, 2, 4, 8, 16, 32}".
 MLFS_MODEL_WEIGHTS: dict[str, float] = {"AlexNet": 1.0, "ResNet-50": 1.0, "MLP": 1.0, "LSTM": 1.0, "SVM": 1.0}
@@ -86,3 +107,18 @@ class JobSpec:
     @property
     def n_gpus(self) -> int:
         return self.n_partitions * self.n_replicas
+
+    @property
+    def has_slo(self) -> bool:
+        """A strict- or soft-SLO job (UniSched); best-effort jobs have no deadline that matters."""
+        return self.slo_class != "best-effort"
+
+    def slo_deadlines(self) -> tuple[tuple[float, float], ...]:
+        """UniSched's step reward of the job: (absolute deadline D_f, value V_f) pairs, earliest first
+        (:data:`SLO_STEPS`); empty for a best-effort job."""
+        span = self.deadline - self.submit_time
+        return tuple((self.submit_time + m * span, v) for m, v in SLO_STEPS[self.slo_class])
+
+    def slo_value(self, end_time: float) -> float:
+        """The value (0..100) the job earns by ending at ``end_time``: the first of its deadlines it meets."""
+        return next((v for d, v in self.slo_deadlines() if end_time <= d), 0.0)

@@ -1,0 +1,126 @@
+"""UniSched's estimator (Eqs. 1-3), allocations, MILP selector and policy (clustergym.baselines.unisched)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from clustergym.baselines.unisched_milp import (InfeasibleMILP, MilpJob, allocation_options, cells_of,
+                                                expected_suspensions, iteration_time, solve_plan, sr_overhead,
+                                                suspension_probabilities)
+
+
+@pytest.mark.parametrize("n,m,expected", [(3, 6, 1.0), (6, 12, 2.5), (5, 6, 2 / 3), (4, 4, 0.0), (1, 9, 0.0)])
+def test_eq3_expected_suspensions_match_the_closed_form(n, m, expected):
+    # n run leases among m, placed uniformly: E[k] = n (m - n + 1) / m - 1 (checked by brute force in the seed note)
+    assert sum(suspension_probabilities(n, m)) == pytest.approx(1.0)
+    assert expected_suspensions(n, m) == pytest.approx(expected)
+    assert expected_suspensions(n, m) == pytest.approx(n * (m - n + 1) / m - 1)
+
+
+def test_sr_overhead_eq1_and_eq2_by_hand():
+    assert sr_overhead(6, 12, 20.0) == pytest.approx(50.0)  # 2.5 expected suspensions x 20 s
+    assert sr_overhead(6, None, 20.0) == 60.0  # best-effort: n / 2 x t^sr
+    assert sr_overhead(7, 6, 20.0) == 0.0  # more leases than the deadline allows: run back to back
+    # Eq. 2: T^comp; + (N-1) T^1 on one node; + (N-1) T^2 across nodes
+    assert iteration_time(1.0, 0.1, 0.3, 1, 1) == 1.0
+    assert iteration_time(1.0, 0.1, 0.3, 4, 1) == pytest.approx(1.3)
+    assert iteration_time(1.0, 0.1, 0.3, 4, 2) == pytest.approx(1.9)
+    with pytest.raises(ValueError, match="1 <= n <= m"):
+        suspension_probabilities(5, 3)
+
+
+def test_cells_and_the_policy_generators_allocations():
+    assert cells_of(6, 3) == (0, 1, 1, 0) and cells_of(16, 2) == (0, 0, 4) and cells_of(3, 2) == (1, 1, 0)
+    # UniSched §III-C's example for a 6-GPU job on 8-GPU nodes: (0,0,0,1), (0,1,1,0) and (6,0,0,0)
+    assert [c for c, _ in allocation_options(6, 3)] == [(0, 0, 0, 1), (0, 1, 1, 0), (6, 0, 0, 0)]
+    assert allocation_options(1, 3) == [((1, 0, 0, 0), 1)]
+    assert allocation_options(8, 2) == [((0, 0, 2), 2), ((8, 0, 0), 8)]
+
+
+def _six_gpu_jobs(n_slo: int, be: bool, consolidated_only: bool = False) -> list[MilpJob]:
+    # Eq. 2 with T^comp 1, T^1 0.02, T^2 0.04: one node 1.1 s per iteration, six nodes 1.2 s: phi-bar 11/12
+    times = [iteration_time(1.0, 0.02, 0.04, 6, nodes) for _, nodes in allocation_options(6, 3)]
+    options = [(cells, times[0] / t) for (cells, _), t in zip(allocation_options(6, 3), times)]
+    options = options[:1] if consolidated_only else options
+    # each SLO job needs 6 leases at full speed (7 on single GPUs: ceil(6 x 12 / 11)) before slot 7
+    jobs = [MilpJob(i, 6, options, 6, deadlines=[(7, 100.0)]) for i in range(n_slo)]
+    if be:
+        jobs.append(MilpJob(9, 6, options, 6, None, be_value=0.99 / 6))
+    return jobs
+
+
+def test_worked_example_four_six_gpu_slo_jobs_on_three_eight_gpu_nodes():
+    # UniSched §I: Chronus's round-up gives each 6-GPU job a whole 8-GPU node, so only three of four meet their
+    # deadlines; UniSched's estimator lets one run fragmented, slower but in time, and all four meet them
+    plan, status = solve_plan(_six_gpu_jobs(4, False), (0, 0, 0, 3), 24, 8, 10.0)
+    assert status == "optimal" and sorted(plan.run) == [0, 1, 2, 3]
+    assert plan.objective == pytest.approx(400.0, abs=1e-3)
+    assert sum(p == 2 for p in plan.run.values()) == 1  # one of them on six single GPUs
+    chronus, _ = solve_plan(_six_gpu_jobs(4, False, consolidated_only=True), (0, 0, 0, 3), 24, 8, 10.0)
+    assert len(chronus.run) == 3 and chronus.objective == pytest.approx(300.0, abs=1e-3)
+    # three SLO jobs and a best-effort job: the best-effort job runs consolidated (it earns more at full speed)
+    # and one SLO job is relaxed to single GPUs without missing its deadline
+    plan, _ = solve_plan(_six_gpu_jobs(3, True), (0, 0, 0, 3), 24, 8, 10.0)
+    assert sorted(plan.run) == [0, 1, 2, 9] and plan.run[9] in (0, 1)
+    assert plan.objective == pytest.approx(300.0 + 0.99 / 6, abs=1e-3)
+
+
+def test_an_infeasible_milp_is_a_named_error():
+    # two running jobs whose leases still run hold 12 GPUs each: no plan keeps both on a 16-GPU cluster
+    jobs = [MilpJob(i, 12, [((0, 0, 0, 1), 1.0)], 3, None, 0.3, running=True, pinned=True, held=(0, 0, 1, 1))
+            for i in range(2)]
+    with pytest.raises(InfeasibleMILP, match=r"jobs \[0, 1\], 24 GPUs together, cluster 16 GPUs"):
+        solve_plan(jobs, (0, 0, 0, 0), 16, 4, 5.0)
+
+
+def test_a_hit_time_limit_falls_back_to_the_cached_plan_then_the_greedy_rule(monkeypatch):
+    from clustergym.baselines import unisched, unisched_milp
+    from clustergym.baselines.unisched_milp import Plan
+
+    monkeypatch.setattr(unisched, "solve_plan", lambda *a, **k: (None, "time-limit"))
+    pol = unisched.UniSched()
+    jobs = [MilpJob(1, 4, [((0, 0, 1), 1.0)], 2, [(5, 100.0)]), MilpJob(2, 8, [((0, 0, 2), 1.0)], 9, None, 0.1),
+            MilpJob(3, 2, [((0, 1, 0), 1.0)], 1, None, 0.5, running=True, held=(0, 1, 0))]
+
+    class View:
+        n_gpus = 12
+
+    pol._plan = None
+    greedy = pol._fallback(View(), jobs)  # running first, then SLO by deadline, then best-effort by value
+    assert greedy.status == "greedy" and greedy.run == {3: -1, 1: 0}  # 2 + 4 GPUs; the 8-GPU job would exceed 12
+    pol._plan = Plan({1: 0, 2: 0, 7: 0}, "optimal")
+    cached = pol._fallback(View(), jobs)
+    assert cached.status == "cached" and cached.run == {1: 0, 2: 0}  # job 7 ended since
+    assert unisched_milp.TIE_BREAK < 0.99 / 1000  # the tie-break never outweighs a best-effort value
+
+
+def test_unisched_runs_the_unisched_scenario_through_the_env_and_beats_fifo_on_slo_misses():
+    from clustergym.eval.rollout import evaluate
+
+    kw = {"window_jobs": 30}
+    uni = evaluate("unisched", "clustergym/UniSched-v1", kw, [0])[0]
+    fifo = evaluate("fifo", "clustergym/UniSched-v1", kw, [0])[0]
+    assert uni["finished"] == fifo["finished"] == 30
+    assert uni["slo_miss_rate"] < fifo["slo_miss_rate"]
+    assert not math.isnan(uni["mean_be_jct"])
+
+
+def test_unisched_at_core_level_suspends_only_at_lease_ends():
+    from clustergym.baselines import make, run
+    from clustergym.core.engine import SimConfig, Simulator
+
+    from helpers import cluster, job, models
+
+    # one 4-GPU server; a long best-effort job runs first, then an urgent strict job arrives: the best-effort
+    # job's lease (300 s) must end before UniSched may suspend it for the SLO job
+    specs = [job(0, iters=3000, slo_class="best-effort", R=4),
+             job(1, submit=30.0, iters=600, slo_class="strict", R=4, deadline=1500.0)]
+    sim = Simulator(cluster(1), specs, SimConfig(be_lease_s=300.0, slo_lease_s=600.0, usage_change_mean_s=0.0),
+                    models=models)
+    pol = make("unisched")
+    s = run(sim, pol)
+    rec = {r["job_id"]: r for r in sim.job_records()}
+    assert s["finished"] == 2 and rec[1]["deadline_met"]
+    assert rec[0]["preemptions"] == 1 and rec[1]["first_start"] >= 300.0
+    assert pol.solves >= 1 and pol.statuses["optimal"] == pol.solves
