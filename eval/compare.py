@@ -35,6 +35,7 @@ temporary name and moved into place with ``os.replace``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -413,12 +414,9 @@ def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
         res = {"executed": [], "skipped": [], "failed": {}, "wall_s": 0.0}
         if not a.report_only:
             check_policies(runs)
-            if a.backend == "ray":
-                from clustergym.eval.ray_backend import connect
-
-                connect(a.address, num_cpus=max(1, a.workers))  # RayAddressError before any run starts
-            res = sweep(runs, out, workers=a.workers, mp_context=a.mp_context, progress=not a.no_progress,
-                        backend=a.backend)
+            with _backend_session(a):  # Ray: RayAddressError before any run starts
+                res = sweep(runs, out, workers=a.workers, mp_context=a.mp_context, progress=not a.no_progress,
+                            backend=a.backend)
             print(f"executed {len(res['executed'])}, skipped {len(res['skipped'])} (already done), "
                   f"failed {len(res['failed'])} in {res['wall_s']:.1f} s", file=sys.stderr)
         meta = {"command": "python eval/compare.py " + " ".join(sys.argv[1:] if argv is None else argv),
@@ -441,6 +439,16 @@ def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
         written = "protocol.json, protocol.md, " + written
     print(f"results in {out} ({time.perf_counter() - t0:.1f} s): {written}", file=sys.stderr)
     return 1 if res["failed"] else 0
+
+
+def _backend_session(a: argparse.Namespace):
+    """The Ray connection of ``--backend ray`` for the sweep (a local instance with ``--workers`` CPUs
+    without ``--address``); nothing for the local backend."""
+    if a.backend != "ray":
+        return contextlib.nullcontext()
+    from clustergym.eval.ray_backend import connected
+
+    return connected(a.address, num_cpus=max(1, a.workers))
 
 
 def split_note(runs: Sequence[dict]) -> str:

@@ -21,11 +21,12 @@ same path.
 """
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 PROBE_TIMEOUT_S = 5.0
 
@@ -60,10 +61,10 @@ def probe(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
                               f"it printed") from None
 
 
-def connect(address: str | None, num_cpus: int | None = None, probe_timeout_s: float = PROBE_TIMEOUT_S) -> None:
+def connect(address: str | None, num_cpus: int | None = None, probe_timeout_s: float = PROBE_TIMEOUT_S) -> bool:
     """``ray.init`` for ``address`` (None = a Ray instance in this process with ``num_cpus`` CPUs), with
     :class:`RayAddressError` for an address that cannot be reached or joined. Does nothing if Ray is already
-    initialised in this process."""
+    initialised in this process; returns whether it connected."""
     if address is not None:
         probe(address, probe_timeout_s)  # first: a wrong address is named even where Ray is not installed
     try:
@@ -71,14 +72,41 @@ def connect(address: str | None, num_cpus: int | None = None, probe_timeout_s: f
     except ImportError:
         raise ImportError("the Ray backend needs Ray: pip install 'clustergym[rllib]' (in a venv of its own)") from None
     if ray.is_initialized():
-        return
+        return False
     if address is None:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
-        return
+        return True
+    token_auth_as_ray_start()
     try:
         ray.init(address=address, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise RayAddressError(f"cannot join the Ray cluster at {address!r}: {e}") from None
+    return True
+
+
+@contextlib.contextmanager
+def connected(address: str | None, num_cpus: int | None = None) -> Iterator[None]:
+    """:func:`connect` for the ``with`` block; on leaving it, disconnect if this call connected."""
+    mine = connect(address, num_cpus)
+    try:
+        yield
+    finally:
+        if mine:
+            import ray
+
+            ray.shutdown()
+
+
+def token_auth_as_ray_start() -> None:
+    """Join with token authentication when ``ray start`` would start a node with it: ``RAY_AUTH_MODE`` unset and
+    a token present (``~/.ray/auth_token``, ``RAY_AUTH_TOKEN``). ``ray start`` applies that rule but
+    ``ray.init(address=...)`` does not, so without this a driver on the head's machine is refused by its own
+    cluster ("InvalidAuthToken"). Uses Ray's own rule where this Ray version has it."""
+    try:
+        from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
+    except ImportError:  # a Ray without token authentication
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
 def nodes_alive() -> int:

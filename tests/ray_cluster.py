@@ -27,6 +27,12 @@ ADDRESS_VARIABLE = "CLUSTERGYM_RAY_ADDRESS"
 OBJECT_STORE_BYTES = 150 * 1024 * 1024  # small: the machine is shared
 
 
+def token_auth_as_ray_start() -> None:
+    from clustergym.eval.ray_backend import token_auth_as_ray_start as decide
+
+    decide()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -58,20 +64,22 @@ def _wait_for_nodes(address: str, n: int, procs: list[subprocess.Popen], logs: l
                     timeout_s: float = 120.0) -> None:
     import ray
 
+    from clustergym.eval.ray_backend import connect, nodes_alive
+
     deadline = time.monotonic() + timeout_s
     while True:
         dead = [log for p, log in zip(procs, logs) if p.poll() is not None]
         if dead:
             raise RuntimeError(f"a Ray node exited while starting; its log: {dead[0]}:\n{dead[0].read_text()[-3000:]}")
         try:
-            ray.init(address=address, log_to_driver=False)
+            connect(address)
             try:
-                alive = sum(1 for node in ray.nodes() if node.get("Alive"))
+                alive = nodes_alive()
             finally:
                 ray.shutdown()
             if alive >= n:
                 return
-        except ConnectionError:
+        except ConnectionError:  # the head is not listening yet (RayAddressError is one)
             pass
         if time.monotonic() > deadline:
             raise RuntimeError(f"the local Ray cluster at {address} did not reach {n} nodes in {timeout_s:.0f} s")
@@ -87,6 +95,9 @@ def local_cluster(nodes: int = 2, num_cpus: int = 1) -> Iterator[str]:
     address = f"127.0.0.1:{port}"
     procs: list[subprocess.Popen] = []
     logs = [tmp / f"node{i}.log" for i in range(nodes)]
+    # `ray start --head` turns token authentication on when a token exists, `ray start --address` does not:
+    # decide once here (RAY_AUTH_MODE), so every node and this process's drivers agree
+    token_auth_as_ray_start()
     try:
         procs.append(_start(["--head", f"--port={port}", f"--num-cpus={num_cpus}", "--include-dashboard=false",
                              f"--temp-dir={tmp / 'ray'}"], logs[0]))

@@ -141,7 +141,8 @@ def set_module_state(algo, state: Any) -> None:
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     algo.learner_group.set_weights({DEFAULT_MODULE_ID: state})
-    algo.env_runner_group.sync_weights(from_worker_or_learner_group=algo.learner_group, inference_only=True)
+    # synchronous, before the first sample (RLlib's own sync after each update does not wait for the runners)
+    algo.env_runner_group.foreach_env_runner(lambda runner: runner.module.set_state(state), local_env_runner=True)
 
 
 def sampling_nodes(algo) -> int:
@@ -178,22 +179,17 @@ def train(cfg: TrainConfig, address: str | None = None, num_env_runners: int = 0
     nodes sampling), ``bc``, ``results_md`` and ``results``."""
     import torch
 
-    from clustergym.eval.ray_backend import connect
+    from clustergym.eval.ray_backend import connected
 
     check_rllib(cfg)
-    folder = RunFolder(cfg.out or cfg.default_out())
-    cfg.out = str(folder.path)
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
-    with folder.lock():
-        folder.start(cfg.to_dict())
-        connect(address, num_cpus=num_cpus)  # RayAddressError before any work
-        import ray
-
-        try:
+    with connected(address, num_cpus=num_cpus):  # RayAddressError before the run folder or any work
+        folder = RunFolder(cfg.out or cfg.default_out())
+        cfg.out = str(folder.path)
+        with folder.lock():
+            folder.start(cfg.to_dict())
             return _train(cfg, folder, num_env_runners)
-        finally:
-            ray.shutdown()
 
 
 def _train(cfg: TrainConfig, folder: RunFolder, num_env_runners: int) -> dict:
