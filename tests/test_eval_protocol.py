@@ -205,7 +205,8 @@ def test_an_rllib_checkpoint_plays_the_protocol_with_valid_actions(tmp_path):
 
     res = train_rllib(["--env", '{"window_jobs": 8}', "--policy", "mlp", "--net-arch", "[32, 32]", "--bc-steps", "0",
                        "--timesteps", "256", "--n-steps", "256", "--batch-size", "64", "--n-epochs", "1",
-                       "--final-eval-episodes", "0", "--num-cpus", "1", "--no-progress", "--out", str(tmp_path / "run")])
+                       "--final-eval-episodes", "0", "--num-cpus", "1", "--no-progress",
+                       "--out", str(tmp_path / "run")])
     ckpt = Path(res["checkpoint"])
     env = make_env("clustergym/GPUCluster-v1", {"window_jobs": 8, "split": "test", "invalid_action": "raise"})
     policy = RLlibPolicy(ckpt, env)

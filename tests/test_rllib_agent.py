@@ -93,7 +93,8 @@ def test_the_warm_start_reaches_the_checkpoint_and_the_final_table(tmp_path):
         assert (out / f).exists(), f
     md = (out / "results.md").read_text()
     assert md.startswith(f"# {SCENARIO}: agent (pairwise, RLlib PPO, final checkpoint (iteration 0)) vs heuristics")
-    assert {"agent", "fifo", "mlf-h"} <= {line.split("|")[1].strip() for line in md.splitlines() if line.startswith("| ")}
+    rows = {line.split("|")[1].strip() for line in md.splitlines() if line.startswith("| ")}
+    assert {"agent", "fifo", "mlf-h"} <= rows
     # the table's agent is the checkpoint played greedily: its records are those of RLlibPolicy on the same windows
     from clustergym.scenarios import make_env
 
@@ -107,6 +108,22 @@ def test_the_warm_start_reaches_the_checkpoint_and_the_final_table(tmp_path):
     with open(out / "episodes.csv") as f:
         agent_rows = [r for r in csv.DictReader(f) if r["policy"] == "agent"]
     assert [float(r["episode_return"]) for r in agent_rows] == pytest.approx([r["episode_return"] for r in again])
+    # the checkpoint holds exactly the weights train/ppo.py's warm start gives with the same settings
+    import torch as th
+
+    from clustergym.agents.rllib_pairwise import sb3_state_dict
+    from clustergym.train.config import load_config
+    from clustergym.train.ppo import new_model, warm_start
+    from clustergym.train.rundir import RunFolder
+
+    cfg = load_config(overrides={"env": {"window_jobs": 6}, "bc_episodes": 2, "bc_holdout_episodes": 1, "bc_steps": 30,
+                                 "bc_dagger_rounds": 0, "progress_bar": False})
+    env = make_env(SCENARIO, cfg.train_env_config())
+    model = new_model(cfg, env, None)
+    warm_start(cfg, RunFolder(tmp_path / "sb3"), model)
+    env.close()
+    expected, got = sb3_state_dict(model.policy), policy.module.state_dict()
+    assert set(expected) == set(got) and all(th.equal(got[k], expected[k]) for k in expected)
 
 
 def test_trains_across_a_two_node_cluster(cluster, tmp_path):

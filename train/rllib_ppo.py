@@ -45,6 +45,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+import gymnasium as gym
+
 # absolute imports: this file also runs as a script (python train/rllib_ppo.py)
 from clustergym.config import ConfigError
 from clustergym.train.config import TrainConfig, config_from_args, make_parser
@@ -61,6 +63,15 @@ def make_env(config: dict[str, Any]):
 
     env = make_scenario(config["scenario"], dict(config["env"]), invalid_action="raise")
     return MaskedFlatObservation(env) if config["flat"] else env
+
+
+class RLlibEnv(gym.Wrapper):
+    """The env as RLlib builds it, ``RLlibEnv(env_config)``: :func:`make_env` as a class, the form RLlib takes
+    besides a name in Tune's registry (that registry keys its entries by the first Ray job of the process, so a
+    second Ray session in one process, as in the tests, would not find the name)."""
+
+    def __init__(self, config: dict[str, Any]):
+        super().__init__(make_env(config))
 
 
 def check_rllib(cfg: TrainConfig) -> None:
@@ -102,13 +113,11 @@ def module_spec(cfg: TrainConfig, env):
 def ppo_config(cfg: TrainConfig, spec, num_env_runners: int):
     """RLlib's PPOConfig of ``cfg`` (the mapping of the module docstring)."""
     from ray.rllib.algorithms.ppo import PPOConfig
-    from ray.tune.registry import register_env
 
-    register_env("clustergym", make_env)
     env_config = {"scenario": cfg.scenario, "env": cfg.train_env_config(), "flat": cfg.policy == "mlp"}
     kl = {"use_kl_loss": cfg.target_kl is not None, **({"kl_target": cfg.target_kl} if cfg.target_kl else {})}
     return (PPOConfig()
-            .environment("clustergym", env_config=env_config)
+            .environment(RLlibEnv, env_config=env_config)
             .env_runners(num_env_runners=num_env_runners)
             .training(train_batch_size_per_learner=cfg.n_steps, minibatch_size=min(cfg.batch_size, cfg.n_steps),
                       num_epochs=cfg.n_epochs, lr=cfg.learning_rate, gamma=cfg.gamma, lambda_=cfg.gae_lambda,
