@@ -129,7 +129,9 @@ def test_the_warm_start_reaches_the_checkpoint_and_the_final_table(tmp_path):
 def test_trains_across_a_two_node_cluster(cluster, tmp_path):
     from clustergym.train.rllib_ppo import main
 
-    res = main(["--env", TINY_ENV, "--policy", "pairwise", "--d", "16", "--bc-steps", "0", "--timesteps", "128",
+    # a tiny warm start: its weights are set on the remote env runners too (set_module_state checks each)
+    res = main(["--env", TINY_ENV, "--policy", "pairwise", "--d", "16", "--bc-steps", "5", "--bc-episodes", "1",
+                "--bc-holdout-episodes", "0", "--bc-dagger-rounds", "0", "--timesteps", "128",
                 "--n-steps", "64", "--batch-size", "32", "--n-epochs", "1", "--final-eval-episodes", "0",
                 "--num-env-runners", "2", "--address", cluster, "--no-progress", "--out", str(tmp_path / "run")])
     assert res["iteration"] == 2 and res["env_steps"] >= 128

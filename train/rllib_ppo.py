@@ -145,13 +145,31 @@ def warm_start_module(cfg: TrainConfig, folder: RunFolder, spec) -> tuple[Any, d
     return module.get_state(), stats
 
 
-def set_module_state(algo, state: Any) -> None:
-    """Put ``state`` into the learner's module and every env runner's copy of it."""
+def state_digest(state: dict) -> float:
+    """A checksum of a module state (the sum of every weight, in float64)."""
+    import numpy as np
+
+    return float(sum(np.asarray(v, dtype=np.float64).sum() for v in state.values()))
+
+
+def _take_state(runner, state: dict) -> float:
+    runner.module.set_state(state)
+    return state_digest(runner.module.get_state())
+
+
+def set_module_state(algo, state: dict) -> None:
+    """Put ``state`` into the learner's module and every env runner's copy of it, and check that each took it
+    (RuntimeError otherwise)."""
+    from functools import partial
+
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     algo.learner_group.set_weights({DEFAULT_MODULE_ID: state})
     # synchronous, before the first sample (RLlib's own sync after each update does not wait for the runners)
-    algo.env_runner_group.foreach_env_runner(lambda runner: runner.module.set_state(state), local_env_runner=True)
+    digests = algo.env_runner_group.foreach_env_runner(partial(_take_state, state=state), local_env_runner=True)
+    want = state_digest(state)
+    if any(abs(d - want) > 1e-9 * max(1.0, abs(want)) for d in digests):
+        raise RuntimeError(f"the warm-start weights did not reach every env runner (checksums {digests}, want {want})")
 
 
 def sampling_nodes(algo) -> int:
