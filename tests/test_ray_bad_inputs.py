@@ -1,11 +1,14 @@
-"""A Ray address that cannot be reached gets a named error before any work (eval/ray_backend.py); no Ray needed:
-the address is probed before Ray is imported."""
+"""Bad input of the Ray paths, without Ray installed: a Ray address that cannot be reached gets a named error before
+any work (eval/ray_backend.py probes it before importing Ray), and train/rllib_ppo.py refuses by name the settings
+it does not honour."""
 from __future__ import annotations
 
+import re
 import socket
 
 import pytest
 
+from clustergym.config import ConfigError
 from clustergym.eval.compare import main as compare
 from clustergym.eval.ray_backend import RayAddressError, probe
 
@@ -37,11 +40,26 @@ def test_address_needs_the_ray_backend(tmp_path, capsys):
 
 
 def test_an_unreachable_address_stops_a_ray_sweep_before_any_run(tmp_path, capsys):
-    from clustergym.eval.compare import main as compare
-
     address = f"127.0.0.1:{_closed_port()}"
     out = tmp_path / "out"
     assert compare(["--policies", "fifo", "--seeds", "0", "--backend", "ray", "--address", address,
                     "--out", str(out), "--no-progress"]) == 2
     assert f"cannot reach the Ray cluster at '{address}'" in capsys.readouterr().err
     assert not (out / "runs").exists()
+
+
+@pytest.mark.parametrize("override, named", [
+    ({"n_envs": 2}, "n_envs 2 (RLlib samples with --num-env-runners)"),
+    ({"algo": "ppo"}, "algo 'ppo'"),
+    ({"share_encoder": False}, "share_encoder false"),
+    ({"reward_baseline": "mlf-h"}, "reward_baseline 'mlf-h'"),
+    ({"device": "cuda"}, "device 'cuda'"),
+    ({"policy": "mlp"}, "bc_steps > 0 with policy mlp"),
+])
+def test_the_rllib_path_refuses_settings_it_does_not_honour(override, named):
+    from clustergym.train.config import load_config
+    from clustergym.train.rllib_ppo import check_rllib
+
+    check_rllib(load_config())  # the defaults are supported
+    with pytest.raises(ConfigError, match="train/rllib_ppo.py does not support: .*" + re.escape(named)):
+        check_rllib(load_config(overrides=override))
