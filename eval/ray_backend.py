@@ -11,8 +11,8 @@ naming the address, so a wrong address stops the command before any run or train
 
 **Sweeps** (:func:`run_on_ray`): one Ray task (``num_cpus=1``) per run not yet done. A task plays the run
 exactly as a local worker does (:func:`clustergym.eval.compare.run_with_warnings`) into a scratch folder on
-whichever node it lands, and returns the run's files' bytes; the driver writes them into ``<out>/runs`` as
-each task completes, the ``.json`` last (the file whose presence and identity mark a run done). So the
+whichever node it lands, and returns the bytes of the files it wrote; the driver writes them under ``<out>``
+as each task completes, ``runs/<key>.json`` last (the file whose presence and identity mark a run done). So the
 outputs, the resume rule (a re-run skips the runs whose file holds the same identity) and a Ctrl-C (the
 finished runs stay, the rest are cancelled and re-run next time) are those of the local backend, and no
 node needs the driver's file system. What a task does need on every node: the same clustergym and Ray
@@ -117,27 +117,28 @@ def nodes_alive() -> int:
 
 
 def _play_remote(play: Callable, run: dict) -> tuple[tuple[dict, list], dict[str, bytes]]:
-    """Body of the Ray task: ``play(run, folder)`` into a scratch folder, then the run's files' bytes (by name)."""
+    """Body of the Ray task: ``play(run, folder)`` into a scratch folder, then the bytes of every file it wrote
+    (``runs/<key>.json``, ``runs/<key>.jobs.csv``, ``timelines/<key>.png`` with ``--timeline``) by relative path."""
     with tempfile.TemporaryDirectory(prefix="clustergym-run-") as tmp:
         result = play(run, tmp)
-        files = {p.name: p.read_bytes() for p in (Path(tmp) / "runs").iterdir() if p.is_file()}
+        files = {p.relative_to(tmp).as_posix(): p.read_bytes() for p in Path(tmp).rglob("*") if p.is_file()}
     return result, files
 
 
-def write_run_files(runs_dir: Path, key: str, files: dict[str, bytes]) -> None:
-    """Write a remote run's files into ``runs_dir`` (each atomically), ``<key>.json`` last: it marks the run
-    done."""
+def write_run_files(out_dir: Path, key: str, files: dict[str, bytes]) -> None:
+    """Write a remote run's files under ``out_dir`` (each atomically), ``runs/<key>.json`` last: it marks the
+    run done."""
     from clustergym.eval.files import atomic_write
 
-    marker = f"{key}.json"
+    marker = f"runs/{key}.json"
     for name in sorted(files, key=lambda n: n == marker):
-        atomic_write(runs_dir / name, lambda f, data=files[name]: f.write(data), binary=True)
+        atomic_write(out_dir / name, lambda f, data=files[name]: f.write(data), binary=True)
 
 
 def run_on_ray(todo: list[dict], out_dir: Path, play: Callable, done: Callable, res: dict) -> None:
     """Play ``todo`` as Ray tasks on the connected cluster (:func:`connect` first), each by ``play(run, folder)``
     (:func:`clustergym.eval.compare.run_with_warnings`, sent by reference); ``done(key, result=...)`` or
-    ``done(key, error=...)`` books each as it completes, after its files are in ``out_dir/runs``."""
+    ``done(key, error=...)`` books each as it completes, after its files are in ``out_dir``."""
     import ray
 
     task = ray.remote(num_cpus=1, max_retries=0)(_play_remote)
@@ -148,7 +149,7 @@ def run_on_ray(todo: list[dict], out_dir: Path, play: Callable, done: Callable, 
             key = pending.pop(ref)
             try:
                 result, files = ray.get(ref)
-                write_run_files(out_dir / "runs", key, files)
+                write_run_files(out_dir, key, files)
             except Exception as e:  # noqa: BLE001  (report and go on, as the local backend does)
                 done(key, error=_cause(e))
             else:

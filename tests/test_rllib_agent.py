@@ -169,13 +169,14 @@ def test_a_ray_sweep_writes_the_local_sweeps_files_and_resumes(cluster, tmp_path
     from clustergym.eval.compare import main as compare
 
     base = ["--policies", "mlf-h", "fifo", "--set", "window_jobs=6", "--seeds", "0", "1", "--no-figures",
-            "--no-progress", "--bootstrap", "0"]
+            "--no-progress", "--bootstrap", "0", "--timeline"]
     local, remote = tmp_path / "local", tmp_path / "ray"
     assert compare([*base, "--workers", "0", "--out", str(local)]) == 0
     assert compare([*base, "--backend", "ray", "--address", cluster, "--out", str(remote)]) == 0
     assert "executed 4, skipped 0" in capsys.readouterr().err
     assert _rows(remote) == _rows(local) and len(_rows(local)) == 4
-    assert sorted(p.name for p in (remote / "runs").iterdir()) == sorted(p.name for p in (local / "runs").iterdir())
+    for folder in ("runs", "timelines"):  # every file a run writes comes back from its node
+        assert sorted(p.name for p in (remote / folder).iterdir()) == sorted(p.name for p in (local / folder).iterdir())
     for name in ("summary.md", "report.md", "episodes.csv"):
         assert (remote / name).exists(), name
     # resume: a removed run is played again, the others are skipped

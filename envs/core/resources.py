@@ -276,21 +276,25 @@ class Resources:
         return None, gpu
 
     def best_gpu(self, task: Task, server: int, moving: bool = False) -> int:
-        """MLFS §3.3.2: the least-loaded GPU of the server that has room (ties: lowest index); -1 if none."""
+        """MLFS §3.3.2: the least-loaded GPU of the server that has room; -1 if none. Ties (a job's tasks sharing
+        GPUs count once in their load) go to the GPU with the fewest tasks, then the lowest index, so the tasks of
+        one job that outnumber a server's GPUs spread evenly over them (Hare's relaxed synchronisation)."""
         c = self.cluster
         need = task.t.gpu_memory_gb
         if not fits(self.max_free_gpu_mem.values[server] + (need if moving and task.server == server else 0.0), need):
             return -1
-        best, best_load = -1, math.inf
+        best, best_load, best_n = -1, math.inf, 0
         r = c.server_gpus(server)
         a, b = r.start, r.stop
-        used, loads = self.gpu_mem_used.values[a:b], self.gpu_load.values[a:b]
+        used, loads, n_tasks = self.gpu_mem_used.values[a:b], self.gpu_load.values[a:b], c.gpu_n_tasks[a:b]
         own = task.gpu if moving else -1
         for i, cap in enumerate(c.gpu_mem_cap_list[a:b]):
             g = a + i
             load = loads[i] - (gpu_use(task.t.gpu_util, task.job.usage_factor) if own == g else 0.0)
-            if load < best_load - 1e-12 and fits(cap - used[i] + (need if own == g else 0.0), need):
-                best, best_load = g, load
+            n = n_tasks[i] - (1 if own == g else 0)
+            if (load < best_load - 1e-12 or (load <= best_load + 1e-12 and n < best_n)) and fits(
+                    cap - used[i] + (need if own == g else 0.0), need):
+                best, best_load, best_n = g, load, n
         return best
 
     def feasible_servers(self, task: Task, moving: bool = False) -> np.ndarray:
