@@ -38,8 +38,10 @@ test: setup
 test-slow: setup
 	$(PY) -m pytest -q -m "slow or reliability"
 
+# the rllib-marked tests against a local two-node Ray cluster (1 CPU per node), torn down afterwards even on
+# failure; tests/ray_cluster.py starts and stops it by process group
 test-rllib: $(RLLIB_STAMP)
-	$(RLLIB_VENV)/bin/python -m pytest -q -m rllib
+	$(RLLIB_VENV)/bin/python tests/ray_cluster.py --nodes 2 --num-cpus 1 -- $(RLLIB_VENV)/bin/python -m pytest -q -m rllib
 
 train: setup
 	$(PY) train/ppo.py $(ARGS)

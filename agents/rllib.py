@@ -3,8 +3,10 @@
 
 Needs the ``rllib`` extra (``pip install 'clustergym[rllib]'``; Ray pins other versions, so give it a venv of its
 own). The checkpoint's RLModule (``learner_group/learner/rl_module/<module_id>``) is loaded without starting Ray.
-It expects :class:`clustergym.wrappers.MaskedFlatObservation`'s layout (``{"action_mask", "observations"}``), as
-``train/rllib_ppo.py`` trains it; :meth:`RLlibPolicy.predict` turns the env's observation into that layout and
+Its observation space says which layout it reads: the env's own Dict observation
+(:class:`clustergym.agents.rllib_pairwise.PairwiseRLModule`, ``train/rllib_ppo.py --policy pairwise``), or
+:class:`clustergym.wrappers.MaskedFlatObservation`'s ``{"action_mask", "observations"}`` (RLlib's action-masking
+MLP, ``--policy mlp``). :meth:`RLlibPolicy.predict` gives the module the observation in its layout and
 takes the action with the highest logit among those the mask allows (RLlib's greedy action, what evaluation
 uses; the action-masking module already sets masked logits to the float minimum, the mask is applied again
 so a module without masking stays valid).
@@ -48,7 +50,10 @@ class RLlibPolicy:
         self.path = module_path(checkpoint, module_id)
         self.module = RLModule.from_checkpoint(str(self.path))
         self.module.eval()
-        self.layout = MaskedFlatObservation(env)  # only its observation() is used: the env is not stepped here
+        space = getattr(self.module, "observation_space", None)
+        flat = space is not None and "observations" in getattr(space, "spaces", {})
+        # only the wrapper's observation() is used: the env is not stepped here
+        self.layout = MaskedFlatObservation(env) if flat else None
         self.name = Path(checkpoint).name
 
     def predict(self, obs: dict, action_masks: np.ndarray | None = None, deterministic: bool = True,
@@ -57,10 +62,10 @@ class RLlibPolicy:
 
         if not deterministic:
             raise ValueError("RLlibPolicy acts greedily (the evaluation action); deterministic=False is not supported")
-        flat = self.layout.observation(obs)
+        x = self.layout.observation(obs) if self.layout is not None else dict(obs)
         mask = np.asarray(action_masks if action_masks is not None else obs["action_mask"], dtype=bool).reshape(-1)
-        flat["action_mask"] = mask.astype(np.float32)
-        batch = {"obs": {k: torch.as_tensor(v)[None] for k, v in flat.items()}}
+        x["action_mask"] = mask.astype(np.float32)
+        batch = {"obs": {k: torch.as_tensor(np.asarray(v, dtype=np.float32))[None] for k, v in x.items()}}
         with torch.no_grad():
             logits = self.module.forward_inference(batch)["action_dist_inputs"][0].numpy()
         return np.array([int(np.argmax(np.where(mask, logits, -np.inf)))]), None

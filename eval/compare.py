@@ -9,6 +9,7 @@ t-intervals and MLFS relative differences, MLFS-style figures and a one-page Mar
     python eval/compare.py --experiment mlfs-overall          # named reproductions (eval/experiments.py)
     python eval/compare.py --list-experiments
     python eval/compare.py --report-only --out results/my-sweep   # re-aggregate existing run files
+    python eval/compare.py --backend ray --address auto ...   # runs as Ray tasks on a cluster (eval/ray_backend.py)
 
 **Policy spec** (:mod:`clustergym.eval.specs`): ``[label=]name[:key=value,...]`` (a heuristic of
 ``baselines.available()`` with parameters, values parsed as YAML), ``[label=]path.zip`` or a training run folder
@@ -37,6 +38,7 @@ temporary name and moved into place with ``os.replace``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -157,8 +159,9 @@ def _clear_stale(out_dir: Path, runs: list[dict]) -> None:
 
 
 def sweep(runs: list[dict], out_dir: str | os.PathLike, workers: int = 2, mp_context: str = "spawn",
-          progress: bool = True) -> dict:
-    """Execute the runs not yet done (in ``workers`` processes; 0 = in this process) after checking that no
+          progress: bool = True, backend: str = "local") -> dict:
+    """Execute the runs not yet done (in ``workers`` processes; 0 = in this process; ``backend="ray"``: as tasks
+    on the Ray cluster :func:`clustergym.eval.ray_backend.connect` joined) after checking that no
     two collide; finished runs of another spec are run again. Every warning of the runs is printed once, with
     the number of runs that raised it. Returns {"executed": [keys], "skipped": [keys], "failed": {key: error},
     "warnings": {(category, text): runs}, "wall_s": float}."""
@@ -177,7 +180,12 @@ def sweep(runs: list[dict], out_dir: str | os.PathLike, workers: int = 2, mp_con
     res: dict = {"executed": [], "skipped": skipped, "failed": {}, "warnings": Counter()}
     with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress, dynamic_ncols=True) as bar:
         done = partial(_finished, res, bar)
-        if workers <= 0:
+        if backend == "ray" and todo:
+            from clustergym.eval import compare as _self  # by module name, so Ray pickles the function by reference
+            from clustergym.eval.ray_backend import run_on_ray
+
+            run_on_ray(todo, out_dir, _self.run_with_warnings, done, res)
+        elif workers <= 0:
             for r in todo:
                 try:
                     done(r["key"], result=run_with_warnings(r, str(out_dir)))
@@ -322,6 +330,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="output folder (default results/<experiment>, results/protocol-<name> or results/sweep)")
     ap.add_argument("--workers", type=int, default=2, help="worker processes (0 = in-process)")
     ap.add_argument("--mp-context", default="spawn", choices=("spawn", "forkserver", "fork"))
+    ap.add_argument("--backend", default="local", choices=("local", "ray"),
+                    help="local worker processes, or tasks on a Ray cluster (eval/ray_backend.py; the rllib extra)")
+    ap.add_argument("--address", default=None,
+                    help="--backend ray: the cluster ('auto' = started on this machine, or host:port of its head); "
+                         "default: a Ray instance in this process with --workers CPUs")
     ap.add_argument("--max-steps", type=int, default=None, help="env max_steps (truncation) for every run")
     ap.add_argument("--bootstrap", type=int, default=2000,
                     help="resamples of the bootstrap intervals of interquartile means (0 = none)")
@@ -344,6 +357,8 @@ def plan(a: argparse.Namespace) -> dict:
     protocol."""
     from clustergym.eval import experiments
 
+    if a.address is not None and a.backend != "ray":
+        raise SweepSpecError(f"--address {a.address} is a Ray cluster's: add --backend ray")
     if a.protocol:
         return _protocol_plan(a)
     if a.experiment:
@@ -412,7 +427,9 @@ def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
             check_policies(runs)
             for r in runs if a.timeline else ():
                 r["timeline"] = True
-            res = sweep(runs, out, workers=a.workers, mp_context=a.mp_context, progress=not a.no_progress)
+            with _backend_session(a):  # Ray: RayAddressError before any run starts
+                res = sweep(runs, out, workers=a.workers, mp_context=a.mp_context, progress=not a.no_progress,
+                            backend=a.backend)
             print(f"executed {len(res['executed'])}, skipped {len(res['skipped'])} (already done), "
                   f"failed {len(res['failed'])} in {res['wall_s']:.1f} s", file=sys.stderr)
         meta = {"command": "python eval/compare.py " + " ".join(sys.argv[1:] if argv is None else argv),
@@ -420,7 +437,7 @@ def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
                 "workers": a.workers}
         agg = aggregate(out, runs, reference=p["reference"], title=p["title"], notes=p["notes"],
                         figures=not a.no_figures, bootstrap=a.bootstrap, meta=meta)
-    except (SweepSpecError, StaleRunsError) as e:
+    except (SweepSpecError, StaleRunsError, ConnectionError) as e:  # ConnectionError: ray_backend.RayAddressError
         print(f"error: {e}", file=sys.stderr)
         return 2
     if p["experiment"] is not None and p["experiment"].get("claims"):
@@ -436,6 +453,16 @@ def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
         written = "protocol.json, protocol.md, " + written
     print(f"results in {out} ({time.perf_counter() - t0:.1f} s): {written}", file=sys.stderr)
     return 1 if res["failed"] else 0
+
+
+def _backend_session(a: argparse.Namespace):
+    """The Ray connection of ``--backend ray`` for the sweep (a local instance with ``--workers`` CPUs
+    without ``--address``); nothing for the local backend."""
+    if a.backend != "ray":
+        return contextlib.nullcontext()
+    from clustergym.eval.ray_backend import connected
+
+    return connected(a.address, num_cpus=max(1, a.workers))
 
 
 def split_note(runs: Sequence[dict]) -> str:

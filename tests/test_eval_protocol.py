@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -202,9 +203,11 @@ def test_an_rllib_checkpoint_plays_the_protocol_with_valid_actions(tmp_path):
     from clustergym.scenarios import make_env
     from clustergym.train.rllib_ppo import main as train_rllib
 
-    ckpt = tmp_path / "ckpt"
-    train_rllib(["--env", '{"window_jobs": 8}', "--iterations", "1", "--batch", "256", "--minibatch", "64",
-                 "--epochs", "1", "--hidden", "32", "32", "--num-cpus", "1", "--out", str(ckpt)])
+    res = train_rllib(["--env", '{"window_jobs": 8}', "--policy", "mlp", "--net-arch", "[32, 32]", "--bc-steps", "0",
+                       "--timesteps", "256", "--n-steps", "256", "--batch-size", "64", "--n-epochs", "1",
+                       "--final-eval-episodes", "0", "--num-cpus", "1", "--no-progress",
+                       "--out", str(tmp_path / "run")])
+    ckpt = Path(res["checkpoint"])
     env = make_env("clustergym/GPUCluster-v1", {"window_jobs": 8, "split": "test", "invalid_action": "raise"})
     policy = RLlibPolicy(ckpt, env)
     a, b = (rollout(env, predictor(policy, env, "rl"), 30_000) for _ in range(2))  # a masked action would raise

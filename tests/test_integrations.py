@@ -94,7 +94,9 @@ def test_rllib_ppo_trains_with_masks(tmp_path):
     from clustergym.train.rllib_ppo import main
 
     # invalid_action="raise" inside make_env: one masked-out action would fail the iteration
-    out = main(["--env", '{"window_jobs": 8}', "--iterations", "2", "--batch", "256", "--minibatch", "64",
-                "--epochs", "1", "--hidden", "32", "32", "--num-cpus", "2", "--out", str(tmp_path / "ckpt")])
+    out = main(["--env", '{"window_jobs": 8}', "--policy", "mlp", "--net-arch", "[32, 32]", "--bc-steps", "0",
+                "--timesteps", "512", "--n-steps", "256", "--batch-size", "64", "--n-epochs", "1",
+                "--train-max-steps", "100", "--final-eval-episodes", "0", "--num-cpus", "2", "--no-progress",
+                "--out", str(tmp_path / "run")])
     assert out["iteration"] == 2 and out["env_steps"] >= 512 and out["episodes"] > 0
-    assert (tmp_path / "ckpt" / "rllib_checkpoint.json").exists()
+    assert (tmp_path / "run" / "rllib_checkpoint" / "rllib_checkpoint.json").exists()

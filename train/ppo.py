@@ -282,12 +282,22 @@ def final_table(cfg: TrainConfig, folder: RunFolder, model) -> tuple[str, list[d
     episodes.csv, paired.csv and results.md (every metric); prints a compact table and the paired one; returns
     the full table's Markdown and rows."""
     from clustergym.agents.io import load_agent
-    from clustergym.eval.rollout import evaluate
-    from clustergym.eval.stats import compact_table, paired_table, results_table
 
     best = folder.path / "best_model.zip"
     agent = load_agent(best, device=cfg.device, algo=cfg.algo) if best.exists() else model
     which = f"best checkpoint (step {folder.state['best_step']:,})" if best.exists() else "final model"
+    return comparison_table(cfg, folder, agent, f"{cfg.policy}, {cfg.algo}, {which}", which)
+
+
+def comparison_table(cfg: TrainConfig, folder: RunFolder, agent, description: str,
+                     which: str) -> tuple[str, list[dict]]:
+    """``agent`` (anything :func:`clustergym.eval.rollout.predictor` takes) and ``cfg.final_baselines`` on the
+    final held-out windows: the files and console tables of :func:`final_table`. ``description`` names the
+    agent in results.md's title, ``which`` on the console (train/rllib_ppo.py calls it for an RLlib
+    checkpoint)."""
+    from clustergym.eval.rollout import evaluate
+    from clustergym.eval.stats import compact_table, paired_table, results_table
+
     seeds = cfg.final_seeds()
     say(f"Final evaluation on {len(seeds)} held-out windows (split='test', seeds {seeds[0]}..{seeds[-1]})")
     by_policy: dict[str, list[dict]] = {}
@@ -305,7 +315,7 @@ def final_table(cfg: TrainConfig, folder: RunFolder, model) -> tuple[str, list[d
     folder.write_csv("paired.csv", [{**env_id, **r} for r in paired_rows])
     folder.write_csv("results.csv", [{**env_id, **r} for r in rows])
     folder.write_csv("episodes.csv", [r for recs in by_policy.values() for r in recs])
-    header = (f"# {cfg.scenario}: agent ({cfg.policy}, {cfg.algo}, {which}) vs heuristics\n\n"
+    header = (f"# {cfg.scenario}: agent ({description}) vs heuristics\n\n"
               f"Held-out windows (split='test'), {cfg.final_eval_episodes} seeds, mean ± 95 % t-interval; "
               f"agent-step cap {cfg.final_eval_max_steps} per episode.\n\n")
     folder.write_text("results.md", header + md)
