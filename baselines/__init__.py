@@ -15,11 +15,13 @@ from .hlas import HLAS
 from .hypersched import HyperSched
 from .mlfs import MLFC, MLFH, MLFSHC
 from .simple import EDF, FIFO, SJF, Random
+from .sjfbsbf import SJFBSBF, SJFFFS, SJFBySize
 from .slaq import SLAQ
 from .tiresias import Tiresias
 
 REGISTRY: dict[str, type[Policy]] = {cls.name: cls for cls in (
-    MLFH, MLFSHC, HLAS, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF, EDF, Random)}
+    MLFH, MLFSHC, HLAS, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF, EDF, Random,
+    SJFBSBF, SJFFFS, SJFBySize)}
 
 
 def available() -> list[str]:
