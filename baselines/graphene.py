@@ -11,7 +11,8 @@ to pack) and otherwise favours tasks that unlock more of the DAG, then packs tas
   estimated remaining time is at least ``long_s`` (4 h);
 - job order: troublesome first, then larger maximum descendant score, then submission;
 - placement: one task per GPU, servers by Tetris alignment (dot product of the task's normalised
-  demand with the server's normalised free CPU, memory and idle GPUs), largest first.
+  demand with the server's normalised free CPU, memory and idle GPUs), largest first (``placement="pack"``,
+  the shared best fit, is the ablation that isolates what Tetris alignment costs).
 Graphene's offline DAG-schedule construction (space-time packing of the whole DAG) is not reproduced.
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 from clustergym.core.job import Job
 from clustergym.core.view import ClusterView
 
-from .base import Candidates, Command, Policy
+from .base import Candidates, Command, Policy, pack_order
 
 
 def descendant_scores(job: Job, gamma: float) -> list[float]:
@@ -42,6 +43,12 @@ class Graphene(Policy):
     gamma: float = 0.8
     trouble_share: float = 0.5
     long_s: float = 4 * 3600.0
+    placement: str = "tetris"  # "tetris" (Graphene's alignment) or "pack" (best fit, an ablation)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.placement not in ("tetris", "pack"):
+            raise ValueError(f"graphene: placement must be 'tetris' or 'pack', got {self.placement!r}")
 
     def new_episode(self, view: ClusterView) -> None:
         self._median_caps = (float(np.median(view.gpu_mem_cap)), float(np.median(view.cpu_cap)),
@@ -68,4 +75,5 @@ class Graphene(Policy):
         return [int(idx[i]) for i in np.lexsort((idx, -score))]
 
     def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
-        return self.job_first(view, cands, lambda j: self.key(view, j), "exclusive", self.tetris_order, True)
+        return self.job_first(view, cands, lambda j: self.key(view, j), "exclusive",
+                              self.tetris_order if self.placement == "tetris" else pack_order, True)

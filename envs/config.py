@@ -63,7 +63,9 @@ class EnvConfig:
       ``cluster``: preset name (``clustergym.core.presets.cluster_preset``: mlfs-80, mlfs-2474, hare-160, gavel-108,
       pai-2020, tiny-8, hetero-16); ``cluster_file``: a cluster file (``load_cluster``), overrides ``cluster``.
     Workload
-      ``workload``: ``"philly"`` (windows of the bundled Philly trace, or ``trace_path``) or ``"generator"``
+      ``workload``: ``"philly"`` (windows of the bundled Philly trace, or of ``trace_path``: a file in Philly's
+      format, or with ``trace_mapping`` any CSV, the mapping a :class:`clustergym.core.traces.ColumnMapping` YAML
+      path or dict of its fields; the file is read and checked when the env is made) or ``"generator"``
       (:func:`clustergym.core.generator.generate_trace` with ``generator`` keyword arguments; ``load`` defaults to 1).
       ``window_jobs``: jobs per episode. ``window_start``: fix the window start (seconds into the chosen split
       of the trace); None = drawn from ``self.np_random``: uniformly over job indices of the split, or with
@@ -78,7 +80,8 @@ class EnvConfig:
       ``split``: ``"train"`` or ``"test"``; the trace is cut by :func:`clustergym.core.traces.split_trace` at
       ``train_fraction`` of its jobs (MLFS trained MLF-RL on the first 50 %), so train and test windows are disjoint.
       ``max_job_gpus``: trace jobs asking for more GPUs are dropped before windowing (None = the cluster's
-      GPU count: larger jobs could never run). Mapped jobs above it (GPU counts redrawn by
+      GPU count: larger jobs could never run; a ``trace_path`` file's larger jobs are then an error naming
+      their rows, raised when the env is made, unless ``max_job_gpus`` is given). Mapped jobs above it (GPU counts redrawn by
       ``mapping.gpu_choices``, which replace the trace's, so no trace job is dropped by its own count) and
       jobs whose tasks together need more CPU, memory or GPU memory than the whole cluster are left out of
       the episode; their ids are in ``info["episode"]["dropped_jobs"]``.
@@ -122,6 +125,7 @@ class EnvConfig:
     cluster_file: str | None = None
     workload: str = "philly"
     trace_path: str | None = None
+    trace_mapping: str | dict | None = None
     window_jobs: int = 50
     window_start: float | None = None
     window_period: float | None = None
@@ -187,7 +191,8 @@ class EnvConfig:
                 raise ConfigError(f"{name} must be a path or None, got {getattr(self, name)!r}", name)
 
     def _check_workload(self) -> None:
-        """Which jobs an episode gets: window, split, job filter, mapping seed."""
+        """Which jobs an episode gets: trace file and its column mapping, window, split, job filter, mapping seed."""
+        self._check_trace_mapping()
         self.window_jobs = _integer("window_jobs", self.window_jobs, 1, MAX_WINDOW_JOBS)
         if self.window_start is not None:
             self.window_start = _number("window_start", self.window_start, lo=0.0)
@@ -206,6 +211,25 @@ class EnvConfig:
         if self.load is not None and self.window_jobs < 2:
             raise ConfigError(f"load needs window_jobs >= 2 (an offered load needs two arrivals), got "
                               f"{self.window_jobs}", "load")
+
+    def _check_trace_mapping(self) -> None:
+        """``trace_mapping``: a ColumnMapping (YAML path or dict of fields) for ``trace_path``, parsed now."""
+        m = self.trace_mapping
+        if m is None:
+            return
+        if not isinstance(m, (str, os.PathLike, Mapping)):
+            raise ConfigError(f"trace_mapping must be a YAML path, a dict of column-mapping fields or None, got {m!r}",
+                              "trace_mapping")
+        if self.trace_path is None or self.workload != "philly":
+            raise ConfigError("trace_mapping reads the trace_path file (workload='philly'); give trace_path",
+                              "trace_mapping")
+        from .core.traces import as_column_mapping
+
+        try:
+            as_column_mapping(dict(m) if isinstance(m, Mapping) else m)
+        except (OSError, ValueError, TypeError) as e:
+            raise ConfigError(f"trace_mapping: {e}", "trace_mapping") from None
+        self.trace_mapping = dict(m) if isinstance(m, Mapping) else str(m)
 
     def _check_reward(self) -> None:
         """MLFS Eq. 7's weights, the normalising scales and the invalid-action penalty: finite, each in its range."""

@@ -5,6 +5,8 @@ over the simulator (:mod:`clustergym.core`), the candidate window and action tra
 reward."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import gymnasium as gym
@@ -168,6 +170,8 @@ class ClusterEnv(gym.Env):
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.render_mode = render_mode
         self._cluster = cluster_spec if cluster_spec is not None else scenarios.cluster_spec(cfg)
+        if job_specs is None:  # a trace file's errors name its file, row and column before any episode
+            scenarios.check_trace(cfg, self._cluster)
         if job_specs is not None and cfg.load is not None:
             raise ConfigError("load scales the arrivals of the env's own trace windows; job_specs= are used as "
                               "given (scale their submit times before passing them)")
@@ -354,6 +358,18 @@ class ClusterEnv(gym.Env):
                                       self._clock_offset, w.free)
 
     # ------------------------------------------------------------------ rendering
+    def save_timeline(self, path: str | os.PathLike, title: str | None = None) -> Path:
+        """Write the episode so far as a timeline PNG (a Gantt of tasks on GPUs, the queue, GPU utilisation and
+        overloads over time: :mod:`clustergym.timeline_figure`); needs ``sim={"record_timeline": True}``."""
+        if self.sim is None:
+            raise RuntimeError("call reset() before save_timeline()")
+        if not self.sim.timeline.recording:
+            raise RuntimeError("no timeline recorded: make the env with sim={'record_timeline': True}")
+        from .timeline_figure import save_timeline
+
+        return save_timeline(self.sim.timeline, self.sim.cluster, self.sim.now, path,
+                             title if title is not None else f"{self.sim.n_jobs} jobs, t = {self.sim.now / 3600:.1f} h")
+
     def render(self) -> str | np.ndarray | None:
         if self.render_mode is None:
             gym.logger.warn("render() called without a render_mode")

@@ -45,8 +45,9 @@ class EpisodeRecord:
         return iter(self.snapshots)
 
 
-def _colour(jid: np.ndarray) -> np.ndarray:
-    """A stable colour per job id (hash of the id), black for -1."""
+def job_colours(jid: np.ndarray) -> np.ndarray:
+    """A stable colour per job id (hash of the id), black for -1: uint8 RGB, shape ``jid.shape + (3,)`` (the
+    timeline figure uses the same colours)."""
     j = jid.astype(np.uint64)
     h = (j * np.uint64(2654435761)) & np.uint64(0xFFFFFF)
     rgb = np.stack([(h >> np.uint64(16)) & np.uint64(255), (h >> np.uint64(8)) & np.uint64(255),
@@ -65,7 +66,7 @@ def render_rgb(env) -> np.ndarray:
     occ = np.full((len(rows), T), -1, np.int64)
     for i, snap in enumerate(hist):
         occ[:, i] = snap.gpu_job[rows]
-    img = _colour(occ)  # (rows, T, 3)
+    img = job_colours(occ)  # (rows, T, 3)
     over = c.overloaded[c.gpu_server[rows]]
     strip = np.zeros((len(rows), 6, 3), np.uint8)
     strip[:, 2:, 1] = 160

@@ -23,6 +23,7 @@ id                                    configuration (any field can be overridden
 from __future__ import annotations
 
 import functools
+import json
 import math
 from typing import Any
 
@@ -104,20 +105,73 @@ def make_env(env_id: str, config: dict | None = None, **overrides: Any):
     return gym.make(env_id, **kw)
 
 
-@functools.lru_cache(maxsize=4)
-def _philly(path: str | None):
-    from .core.traces import load_philly
+def mapping_key(trace_mapping: Any) -> str | None:
+    """``EnvConfig.trace_mapping`` as a cache key: None, a YAML path, or a dict of ColumnMapping fields as
+    canonical JSON text (prefixed ``json:``)."""
+    if trace_mapping is None:
+        return None
+    if isinstance(trace_mapping, dict):
+        return "json:" + json.dumps(trace_mapping, sort_keys=True)
+    return str(trace_mapping)
 
-    return load_philly(path)
+
+@functools.lru_cache(maxsize=4)
+def load_trace(path: str | None, mapping: str | None):
+    """The whole trace of an episode source: the bundled Philly log (``path`` None), a file in Philly's format
+    (``mapping`` None), or any CSV read through a column mapping (:func:`mapping_key`'s text; a user's trace
+    warns of what its rules changed, once per process)."""
+    from .core.traces import load_csv, load_philly
+
+    if mapping is None:
+        return load_philly(path)
+    return load_csv(path, json.loads(mapping[5:]) if mapping.startswith("json:") else mapping)
+
+
+def check_trace(cfg, cluster, load=None) -> None:
+    """Load the configured trace file now, so its errors (a mapping naming a missing column, a malformed row ...)
+    name the file, row and column before any episode; and refuse its jobs that ask for more GPUs than the
+    cluster holds (they could never run), unless ``max_job_gpus`` leaves them out explicitly or
+    ``mapping.gpu_choices`` replaces the trace's GPU counts. ``load``: the trace reader (default the cached
+    :func:`load_trace`)."""
+    if cfg.trace_path is None or cfg.workload != "philly":
+        return
+    df = (load or load_trace)(str(cfg.trace_path), mapping_key(cfg.trace_mapping))
+    if cfg.max_job_gpus is not None or cfg.mapping.get("gpu_choices") is not None:
+        return
+    big = np.flatnonzero(df["n_gpus"].to_numpy() > cluster.n_gpus)
+    if len(big):
+        from .core.trace_schema import TraceError, row_list, source_row
+
+        rows = sorted(source_row(df, i) for i in big)
+        raise TraceError(df.attrs.get("source"), f"{len(big)} of {len(df)} jobs ask for more GPUs than cluster "
+                         f"{cluster.name!r} holds ({cluster.n_gpus}; {row_list(rows)}, e.g. "
+                         f"{int(df['n_gpus'].iloc[big[0]])} GPUs): they could never run; set max_job_gpus="
+                         f"{cluster.n_gpus} to leave them out of the episodes, or use a larger cluster",
+                         row=rows[0], column="n_gpus")
+
+
+def check_config(env_id: str, overrides: dict | None = None) -> None:
+    """Build the EnvConfig of ``env_id`` (a registered scenario) with ``overrides`` and check its trace file
+    (:func:`check_trace`) without making an env: what sweeps and training call before any run starts. Raises
+    ConfigError or TraceError (both ValueErrors) naming the field, or the file, row and column. The trace is read
+    uncached and its warnings are left to the runs, which report each once."""
+    import warnings
+
+    from .config import EnvConfig
+
+    cfg = EnvConfig.build(None, base=scenario_fields(env_id), **dict(overrides or {}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_trace(cfg, cluster_spec(cfg), load=load_trace.__wrapped__)
 
 
 @functools.lru_cache(maxsize=16)
-def trace_part(path: str | None, max_gpus: int | None, split: str, train_fraction: float):
-    """The (train or held-out) part of the trace, jobs above ``max_gpus`` GPUs dropped (before splitting,
-    so the split point does not depend on the cluster; None = no job dropped)."""
+def trace_part(path: str | None, max_gpus: int | None, split: str, train_fraction: float, mapping: str | None = None):
+    """The (train or held-out) part of the trace (:func:`load_trace`), jobs above ``max_gpus`` GPUs dropped
+    (before splitting, so the split point does not depend on the cluster; None = no job dropped)."""
     from .core.traces import split_trace
 
-    df = _philly(path)
+    df = load_trace(path, mapping)
     train, test = split_trace(df, train_fraction)
     part = train if split == "train" else test
     if max_gpus is not None:
@@ -136,9 +190,9 @@ def cluster_spec(cfg):
 def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
     """Job specs of one episode and a description (window start, seeds, jobs left out, arrival scaling).
     All randomness from ``rng``."""
-    from .core.mapping import MappingConfig, to_job_specs
+    from .core.mapping import to_job_specs
 
-    mcfg = MappingConfig(**cfg.mapping) if cfg.mapping else None
+    mcfg = episode_mapping(cfg)
     draw_map = int(rng.integers(2**62))
     map_seed = int(cfg.mapping_seed) if cfg.mapping_seed is not None else draw_map
     info: dict[str, Any] = {"mapping_seed": map_seed, "clock_offset": 0.0}
@@ -152,6 +206,18 @@ def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
     if cfg.load is not None:
         kept = _compress(kept, float(cfg.load), cluster, mcfg, info)
     return kept, info
+
+
+def episode_mapping(cfg):
+    """The job mapping of ``cfg``'s episodes: ``cfg.mapping`` over the model rules of the trace's column mapping
+    (its ``aliases`` and ``unknown_model``, :func:`clustergym.core.mapping.trace_mapping_config`); None = the
+    defaults."""
+    from .core.mapping import trace_mapping_config
+
+    rules = {}
+    if cfg.workload == "philly" and cfg.trace_mapping is not None:
+        rules = load_trace(str(cfg.trace_path), mapping_key(cfg.trace_mapping)).attrs.get("mapping", {})
+    return trace_mapping_config(rules, cfg.mapping) if rules or cfg.mapping else None
 
 
 def _generated_window(cfg, cluster, rng: np.random.Generator, info: dict):
@@ -175,7 +241,7 @@ def _trace_window(cfg, cluster, rng: np.random.Generator, info: dict):
 
     # with mapping.gpu_choices the trace's GPU counts are replaced, so they filter no job
     max_gpus = None if cfg.mapping.get("gpu_choices") is not None else int(cfg.max_job_gpus or cluster.n_gpus)
-    part = trace_part(cfg.trace_path, max_gpus, cfg.split, float(cfg.train_fraction))
+    part = trace_part(cfg.trace_path, max_gpus, cfg.split, float(cfg.train_fraction), mapping_key(cfg.trace_mapping))
     n = len(part)
     if n == 0:
         if not cfg.allow_empty_episode:
@@ -272,7 +338,7 @@ def empty_episode_reason(cfg, info: dict) -> tuple[str, str]:
         return (f"the {cfg.window_jobs} generated jobs all ask for more than {limit} GPUs (max_job_gpus, or the "
                 "cluster's GPU count): use more window_jobs or generator.gpu_choices the cluster holds", "max_job_gpus")
     part = trace_part(cfg.trace_path, int(cfg.max_job_gpus or cluster_spec(cfg).n_gpus), cfg.split,
-                      float(cfg.train_fraction))
+                      float(cfg.train_fraction), mapping_key(cfg.trace_mapping))
     t = part["submit_time"].to_numpy()
     return (f"window_start={cfg.window_start!r} s selects no job: the last job of the {cfg.split} part is submitted "
             f"at {t[-1] - (t[0] if cfg.split == 'test' else 0.0):.0f} s (window_start is relative to the part's "

@@ -2,6 +2,7 @@
 
     python eval/bench.py                      # all 82,247 jobs on mlfs-2474
     python eval/bench.py --jobs 5000 --profile
+    python eval/bench.py --jobs 5000 --out bench.json   # also write the result as JSON
 
 Reports wall time (trace loading + mapping, and simulation separately), events and decisions per second,
 and peak resident memory. Results go in the README's "Performance" table; this is not a timed test.
@@ -22,6 +23,7 @@ from clustergym.core.engine import SimConfig, Simulator
 from clustergym.core.mapping import to_job_specs
 from clustergym.core.presets import cluster_preset
 from clustergym.core.traces import load_philly
+from clustergym.eval.files import report_results
 
 
 def fifo_first_fit(sim: Simulator) -> None:
@@ -51,6 +53,8 @@ def main(argv: list[str] | None = None) -> dict:
                     help="mean seconds between a job's resource-use changes (0 = constant use)")
     ap.add_argument("--profile", action="store_true", help="print the 25 most expensive functions")
     ap.add_argument("--json", action="store_true", help="print the result as JSON only")
+    ap.add_argument("--out", default=None, help="also write the result to this JSON file")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar (stderr; off with --json too)")
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -65,10 +69,14 @@ def main(argv: list[str] | None = None) -> dict:
     prof = cProfile.Profile() if args.profile else None
     if prof:
         prof.enable()
-    summary = sim.run(fifo_first_fit)
+    policy, bar = _with_progress(fifo_first_fit, len(specs), not (args.no_progress or args.json))
+    summary = sim.run(policy)
     if prof:
         prof.disable()
     t3 = time.perf_counter()
+    if bar is not None:
+        bar.update(sim.metrics.jobs_ended - bar.n)
+        bar.close()
     result = {
         "cluster": args.cluster, "jobs": len(specs), "tasks": len(sim.tasks),
         "load_and_map_s": round(t1 - t0, 2), "build_s": round(t2 - t1, 2), "simulate_s": round(t3 - t2, 2),
@@ -86,7 +94,24 @@ def main(argv: list[str] | None = None) -> dict:
         print("         summary:", json.dumps(result["summary"]))
     if prof:
         pstats.Stats(prof, stream=sys.stdout).sort_stats("cumulative").print_stats(25)
+    report_results([result], args.out, "bench")
     return result
+
+
+def _with_progress(policy, n_jobs: int, enabled: bool):
+    """(``policy`` updating a progress bar of the jobs ended on stderr every 256 decision points, so its cost stays
+    out of the measured simulation time; the bar), or (``policy``, None) when disabled."""
+    if not enabled:
+        return policy, None
+    from tqdm import tqdm
+
+    bar = tqdm(total=n_jobs, desc="jobs ended", unit="job", dynamic_ncols=True)
+
+    def step(sim: Simulator) -> None:
+        policy(sim)
+        if sim.decision_count % 256 == 0:
+            bar.update(sim.metrics.jobs_ended - bar.n)
+    return step, bar
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Environment throughput: steps/s with random valid actions (and a greedy place-first policy), one core.
 
     .venv/bin/python eval/bench_env.py [--steps 20000] [--ids clustergym/GPUCluster-v1 clustergym/MLFS2474-v1]
-                                       [--breakdown]
+                                       [--breakdown] [--out rows.json] [--no-progress]
 
 Observation building, masks and the simulator are all included; the first reset (trace loading) is not timed.
 ``--breakdown`` runs each case a second time with timers around the parts of a step (CPU time of this
@@ -120,12 +120,22 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--ids", nargs="+", default=["clustergym/GPUCluster-v1", "clustergym/MLFS2474-v1"])
     ap.add_argument("--breakdown", action="store_true", help="also time the parts of a step (second run)")
+    ap.add_argument("--out", default=None, help="also write the rows to this JSON file")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar (stderr)")
     args = ap.parse_args()
-    for env_id in args.ids:
-        for pol in (random_valid, greedy):
-            print(bench(env_id, args.steps, pol), flush=True)
-            if args.breakdown:
-                print(breakdown(env_id, args.steps, pol), flush=True)
+    from tqdm import tqdm
+
+    from clustergym.eval.files import report_results
+
+    rows = []
+    cases = [(env_id, pol) for env_id in args.ids for pol in (random_valid, greedy)]
+    for env_id, pol in tqdm(cases, desc="cases", unit="case", disable=args.no_progress, dynamic_ncols=True):
+        rows.append(bench(env_id, args.steps, pol))
+        tqdm.write(str(rows[-1]))
+        if args.breakdown:
+            rows.append(breakdown(env_id, args.steps, pol))
+            tqdm.write(str(rows[-1]))
+    report_results(rows, args.out, "bench_env")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ fields as ``gymnasium.make`` keywords; dotted keys for nested dicts: ``generator
 apply to every scenario. Runs play held-out windows (``split=test``) unless ``--set split=train`` (or a scenario's
 own ``split``) says otherwise; the split used is printed. ``--loads 0.25 0.5 1 2 3`` expands each scenario into a
 load sweep: ``--load-mode jobs`` scales ``window_jobs`` by x, ``--load-mode generator`` sets ``generator.load = x``
-(generator workloads). ``--protocol NAME`` fixes the scenarios, split and seeds (no ``--scenarios``, ``--set``,
+(generator workloads), ``--load-mode arrival`` sets the trace windows' offered ``load`` to x (inter-arrival times
+compressed). ``--protocol NAME`` fixes the scenarios, split and seeds (no ``--scenarios``, ``--set``,
 ``--seeds``, ``--loads`` or ``--max-steps``) and adds ``protocol.json`` and ``protocol.md`` to the outputs.
 
 **Outputs** (``--out``): ``runs/<policy>__<scenario>__s<seed>.json`` (episode summary + timing and the run's
@@ -28,7 +29,9 @@ identity, written last: a finished run is reused only if its identity, i.e. poli
 and every keyword, seed and code version, matches; an interrupted sweep re-runs only missing runs, a changed
 spec re-runs the runs it changes) and ``.jobs.csv`` (per-job records of ``sim.job_records()``); aggregated ``episodes.csv``, ``jobs.csv``,
 ``summary_long.csv`` (every metric: n, mean, std, t-interval, relative difference to the reference),
-``summary.csv``/``summary.md`` (wide), ``figures/*.png`` and ``report.md``. Every file is written to a
+``summary.csv``/``summary.md`` (wide), ``figures/*.png`` and ``report.md``; with ``--timeline``,
+``timelines/<run>.png`` for each run executed in that call (a Gantt of tasks on GPUs, the queue, GPU utilisation
+and overloads over time). Every scenario (its fields, its trace file) is checked before any run starts. Every file is written to a
 temporary name and moved into place with ``os.replace``.
 """
 from __future__ import annotations
@@ -50,8 +53,8 @@ import numpy as np
 
 # absolute imports: this file also runs as a script (python eval/compare.py)
 from clustergym.eval.files import atomic_write_csv, atomic_write_parquet, atomic_write_text, remove_stale_temps
-from clustergym.eval.specs import (SweepSpecError, canonical, check_collisions, check_policies, deep_merge,
-                                   expand_loads, identity_difference, load_policy, make_runs, parse_kv,
+from clustergym.eval.specs import (SweepSpecError, canonical, check_collisions, check_policies, check_scenarios,
+                                   deep_merge, expand_loads, identity_difference, load_policy, make_runs, parse_kv,
                                    parse_policy, parse_scenario)
 
 # --------------------------------------------------------------------------- one run (worker)
@@ -65,10 +68,14 @@ def run_one(run: dict, out_dir: str) -> dict:
     from clustergym.eval.rollout import predictor, rollout
     from clustergym.scenarios import make_env
 
-    env = make_env(run["env_id"], run["env_kwargs"], disable_env_checker=True)
+    timeline = {"sim": {"record_timeline": True}} if run.get("timeline") else {}  # --timeline: recording only
+    env = make_env(run["env_id"], deep_merge(run["env_kwargs"], timeline), disable_env_checker=True)
     try:
         rec = rollout(env, predictor(load_policy(run["policy_spec"], env), env, run["policy"]), run["seed"])
         jobs = pd.DataFrame(env.unwrapped.sim.job_records())
+        if timeline:
+            env.unwrapped.save_timeline(Path(out_dir) / "timelines" / f"{run['key']}.png",
+                                        f"{run['policy']} on {run['scenario']}, seed {run['seed']}")
     finally:
         env.close()
     meta = {"policy": run["policy"], "scenario": run["scenario"], "scenario_base": run["scenario_base"],
@@ -309,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="episode seeds (default 0 1 2; experiments: their own default)")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="env overrides for every scenario")
     ap.add_argument("--loads", nargs="*", type=float, default=None, help="load sweep factors x, e.g. 0.25 0.5 1 2 3")
-    ap.add_argument("--load-mode", choices=("jobs", "generator"), default="jobs")
+    ap.add_argument("--load-mode", choices=("jobs", "generator", "arrival"), default="jobs")
     ap.add_argument("--reference", default=None, help="policy label for relative differences (y - z) / z")
     ap.add_argument("--out", default=None,
                     help="output folder (default results/<experiment>, results/protocol-<name> or results/sweep)")
@@ -322,6 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--report-only", action="store_true", help="re-aggregate the run files already in --out")
     ap.add_argument("--no-figures", action="store_true")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--timeline", action="store_true",
+                    help="draw each run executed now as timelines/<run>.png (tasks on GPUs, queue, utilisation, "
+                         "overloads over time)")
     return ap
 
 
@@ -398,7 +408,10 @@ def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
         print(f"{len(runs)} runs -> {out}; {split_note(runs)}", file=sys.stderr)
         res = {"executed": [], "skipped": [], "failed": {}, "wall_s": 0.0}
         if not a.report_only:
+            check_scenarios(runs)
             check_policies(runs)
+            for r in runs if a.timeline else ():
+                r["timeline"] = True
             res = sweep(runs, out, workers=a.workers, mp_context=a.mp_context, progress=not a.no_progress)
             print(f"executed {len(res['executed'])}, skipped {len(res['skipped'])} (already done), "
                   f"failed {len(res['failed'])} in {res['wall_s']:.1f} s", file=sys.stderr)
@@ -415,6 +428,7 @@ def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
 
         report.write_claims(out, p["experiment"]["claims"](agg))
     written = "report.md, summary.md, summary_long.csv, episodes.csv, " + ("" if a.no_figures else "figures/, ") + "runs/"
+    written += ", timelines/" if a.timeline and not a.report_only else ""
     if p["protocol"] is not None:
         from clustergym.eval import protocols
 

@@ -60,3 +60,17 @@ def remove_stale_temps(folder: str | os.PathLike) -> int:
 def safe_name(s: str) -> str:
     """``s`` with every run of characters outside ``[A-Za-z0-9_.+-]`` replaced by one ``-`` (a file name)."""
     return re.sub(r"[^A-Za-z0-9_.+-]+", "-", s).strip("-")
+
+
+def report_results(rows: list, out: str | os.PathLike | None, command: str) -> Path | None:
+    """The end of a benchmark: write ``rows`` (JSON-serialisable) to ``out`` as JSON when given, and say on stderr
+    where the results are (that file, or the lines printed above on stdout)."""
+    import json
+    import sys
+
+    if out is None:
+        print(f"{command}: results printed above (stdout); --out FILE also writes them as JSON", file=sys.stderr)
+        return None
+    path = atomic_write_text(out, json.dumps(rows, indent=1, default=str) + "\n")
+    print(f"{command}: results in {path}", file=sys.stderr)
+    return path

@@ -246,6 +246,24 @@ def check_policies(runs: Iterable[dict]) -> None:
                          lambda r=r: make_env(r["env_id"], r["env_kwargs"], disable_env_checker=True))
 
 
+def check_scenarios(runs: Iterable[dict]) -> None:
+    """Each distinct scenario of ``runs`` (env id and keywords) configured and its trace file read before any run
+    starts (:func:`clustergym.scenarios.check_config`): a bad field, a mapping naming a missing column or jobs
+    that never fit the cluster stop the sweep with a :class:`SweepSpecError` naming the scenario."""
+    from clustergym.scenarios import check_config
+
+    seen: set[str] = set()
+    for r in runs:
+        key = canonical({"env_id": r["env_id"], "env_kwargs": r["env_kwargs"]})
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            check_config(r["env_id"], r["env_kwargs"])
+        except ValueError as e:
+            raise SweepSpecError(f"scenario {r['scenario']!r}: {e}") from None
+
+
 def load_policy(spec: dict, env) -> Any:
     """The policy of a parsed spec for ``env``: a heuristic's agent, a loaded model, or the callable's object."""
     if spec["kind"] == "heuristic":
@@ -349,8 +367,10 @@ def expand_loads(scenarios: list[dict], loads: Sequence[float] | None, mode: str
                 kw["window_jobs"] = max(1, int(round(base_window_jobs(sc["env_id"], kw) * x)))
             elif mode == "generator":
                 kw = deep_merge(kw, {"workload": "generator", "generator": {"load": float(x)}})
+            elif mode == "arrival":
+                kw["load"] = float(x)
             else:
-                raise ValueError(f"load mode must be 'jobs' or 'generator', got {mode!r}")
+                raise ValueError(f"load mode must be 'jobs', 'generator' or 'arrival', got {mode!r}")
             out.append({"label": f"{sc['label']}@x{x:g}", "env_id": sc["env_id"], "kwargs": kw,
                         "base": sc["label"], "load": float(x)})
     return out

@@ -418,3 +418,107 @@ def test_every_policy_finishes_a_small_workload(name):
     sim = Simulator(helpers.cluster(3), specs, SimConfig(), 0, models=helpers.models)
     s = run(sim, baselines.make(name))
     assert s["finished"] == 10 and s["unfinished"] == 0
+
+
+# ----------------------------------------------------------------------------------- Hare's HLAS, faithful
+
+def test_hare_fig12_hlas_through_the_simulator():
+    # Fig. 12: one GPU, jobs of 2, 3 and 4 unit rounds (one 60 s iteration = one tick), all at t = 0. HLAS with
+    # one queue per round (thresholds between whole rounds) and free preemption round-robins the jobs: they end
+    # at 4, 7 and 9 rounds, average JCT 20/3 = 6.67 rounds
+    helpers.MODELS["toy-60"] = helpers.toy_model("toy-60", v100=60.0)
+    try:
+        specs = [helpers.job(j, model="toy-60", iters=n) for j, n in enumerate((2, 3, 4))]
+        sim = make_sim(specs, cluster=helpers.cluster(1, gpus=1), suspend_s=0.0, resume_base_s=0.0,
+                       resume_per_gpu_s=0.0)
+        pol = HLAS(thresholds=(30.0, 90.0, 150.0, 210.0))
+        run(sim, pol)
+        ends = sorted(j.record.end_time / 60.0 for j in sim.jobs)
+        assert ends == pytest.approx([4.0, 7.0, 9.0])
+        assert np.mean(ends) == pytest.approx(20 / 3)
+        assert pol.tbar(V(sim), sim.jobs[0]) == pytest.approx(60.0)
+        # one queue (thresholds=()) is FIFO: no preemption, the jobs end at 2, 5, 9 rounds
+        sim = make_sim(specs, cluster=helpers.cluster(1, gpus=1))
+        run(sim, HLAS(thresholds=()))
+        assert sorted(j.record.end_time / 60.0 for j in sim.jobs) == pytest.approx([2.0, 5.0, 9.0])
+    finally:
+        del helpers.MODELS["toy-60"]
+
+
+def test_hlas_relaxed_sync_starts_a_job_on_fewer_gpus_and_favours_fast_ones():
+    # Fig. 5: a 4-replica job (1 s/iteration on V100, 4 s on K80) with 2 idle V100s and 4 idle K80s: EFT puts
+    # two tasks on each V100 (finish 2 s) rather than any on a K80 (4 s); without relaxed sync it takes 2 V100s
+    # and 2 K80s (one task per GPU, round time 4 s)
+    cl = ClusterSpec("het", (ServerSpec("k80", "K80", 4, 32, 244), ServerSpec("v100", "V100", 2, 32, 244)))
+    sim = make_sim([helpers.job(0, R=4, iters=1000)], cluster=cl)
+    run(sim, HLAS())
+    job = sim.jobs[0]
+    # placed at t = 0; an iteration: 2 x 1 s on each V100 + the ring's slowest hop between the two V100s
+    # (2 (R-1)/R x 50 MB = 75 MB over 100 Gbit/s = 12,500 MB/s: 6 ms): 1000 x 2.006 s
+    assert job.record.end_time == pytest.approx(1000 * (2.0 + 75.0 / 12_500.0))
+    sim = make_sim([helpers.job(0, R=4, iters=1000)], cluster=cl)
+    run(sim, HLAS(relaxed_sync=False))
+    assert sim.jobs[0].record.end_time > 4.0 * 1000
+
+
+def test_hlas_reschedule_moves_a_job_off_a_slow_gpu():
+    # job 0 arrives while the V100 is taken by job 1, so it starts on the K80. When job 1 ends, job 2 (two
+    # replicas too large to share a GPU, arrived later: ranked below job 0) keeps a decision point open, and
+    # round-level rescheduling takes job 0 off the K80 (4 s a round) for the V100 (1 s); without
+    # rescheduling it stays on the K80
+    helpers.MODELS["toy-big"] = helpers.toy_model("toy-big", gpu_memory_gb=9.0)
+    try:
+        cl = ClusterSpec("het", (ServerSpec("k80", "K80", 1, 32, 244), ServerSpec("v100", "V100", 1, 32, 244)))
+        specs = [helpers.job(1, iters=300), helpers.job(0, submit=30.0, iters=20_000),
+                 helpers.job(2, submit=90.0, model="toy-big", R=2, iters=10)]
+        types = {}
+        for resched in (True, False):
+            sim = make_sim(specs, cluster=cl)
+            pol, view = HLAS(reschedule=resched), V(sim)
+            seen = []
+            while sim.next_decision():
+                while (cmd := pol.decide(view)) is not None:
+                    pol.observe(view, cmd)
+                    execute(sim, cmd)
+                seen += [sim.cluster.gpu_type[t.gpu] for t in sim.job(0).tasks if t.gpu >= 0]
+            types[resched] = seen
+        assert types[True][0] == "K80" and types[True][-1] == "V100"
+        assert set(types[False]) == {"K80"}
+    finally:
+        del helpers.MODELS["toy-big"]
+
+
+def test_hlas_demoted_job_yields_to_a_new_one():
+    # queue levels matter: a job past the first threshold (600 s of average-group time) is preempted for a new
+    # job in Q_1; with one queue (FIFO) the new job waits
+    cl = helpers.cluster(1, gpus=1)
+    for thresholds, preempted in (((600.0, 3600.0), 1), ((), 0)):
+        sim = make_sim([helpers.job(0, iters=5000), helpers.job(1, submit=1000.0, iters=100)], cluster=cl)
+        run(sim, HLAS(thresholds=thresholds))
+        assert sim.jobs[0].record.preemptions == preempted
+
+
+def test_hare_grouping_min_max():
+    from clustergym.baselines.hare_grouping import default_n_groups, group_servers, grouping_objective, server_speeds
+    # two models, servers V100, V100, K80, K80 (4 GPUs each): two groups of one V100 and one K80 server
+    # give every model the same speed in both groups (objective 0); V100+V100 | K80+K80 would not
+    times = np.array([[1.0, 1.0, 4.0, 4.0], [1.0, 1.0, 2.0, 2.0]])
+    S = server_speeds(times, [4, 4, 4, 4])
+    types = ["V100", "V100", "K80", "K80"]
+    assert default_n_groups(types) == 2 and default_n_groups(["V100"] * 3) == 3
+    groups = group_servers(S, types)
+    assert sorted(map(sorted, groups)) == [[0, 2], [1, 3]]
+    assert grouping_objective(S, groups) == 0.0
+    assert grouping_objective(S, [[0, 1], [2, 3]]) == pytest.approx(8.0 - 2.0)  # model 0: 4+4 vs 1+1
+    # an unbalanced start (3 V100, 1 K80 in 2 groups): min-max puts the K80 with a V100
+    g = group_servers(server_speeds(times[:, [0, 1, 0, 2]], [4] * 4), ["V100", "V100", "V100", "K80"], 2)
+    assert grouping_objective(server_speeds(times[:, [0, 1, 0, 2]], [4] * 4), g) <= 3.0 + 1e-9
+    with pytest.raises(ValueError, match="n_groups"):
+        group_servers(S, types, 5)
+
+
+def test_hlas_bad_parameters_are_named():
+    for kw, field in ((dict(thresholds=(10.0, 5.0)), "thresholds"), (dict(n_groups=0), "n_groups"),
+                      (dict(reschedule_gain=1.0), "reschedule_gain")):
+        with pytest.raises(ValueError, match=field):
+            HLAS(**kw)

@@ -190,3 +190,13 @@ def test_hlas_beats_tiresias_on_heterogeneous_cluster():
     hlas = [episode(HETERO, "hlas", s, window_jobs=40, preemption=False)[0]["mean_jct"] for s in SEEDS]
     las = [episode(HETERO, "tiresias", s, window_jobs=40, preemption=False)[0]["mean_jct"] for s in SEEDS]
     assert np.mean(hlas) < np.mean(las), (hlas, las)
+
+
+def test_hlas_queue_levels_and_rescheduling_act_through_the_env():
+    # Hetero-v1 seed 2 (measured with `python -m clustergym.eval.experiments_hare 1 2 3 4`: the actions differ
+    # from the one-queue variant on seeds 1-3, and jobs leave a K80 on seeds 1-2, never without rescheduling)
+    from clustergym.eval.experiments_hare import mechanism_checks
+
+    (row,) = mechanism_checks((2,))
+    assert row["differ"] and row["first_difference"] is not None
+    assert row["left_k80"] >= 1 and row["left_k80_no_reschedule"] == 0

@@ -55,6 +55,16 @@ def test_tasks_of_one_job_sharing_a_gpu_serialise():
     assert T == pytest.approx(1.0)
 
 
+def test_replicas_of_one_job_sharing_a_gpu_serialise():
+    # Hare's relaxed sync across replicas: 2 replicas (1 s each) on GPU 0 run one after another; the ring
+    # hop between them is on one GPU (free): 1 + 1 = 2 s, where separate GPUs take 1 s + the hop
+    T, cross = time_of(job(P=1, R=2), CHAIN, [0, 0], [0, 0])
+    assert T == pytest.approx(2.0)
+    assert cross == {}
+    T_apart, _ = time_of(job(P=1, R=2), CHAIN, [0, 0], [0, 1])
+    assert T_apart == pytest.approx(1.0 + 50 / INTRA_MBPS)
+
+
 def test_allreduce_ring_across_servers():
     # 2 replicas, ring volume 2(R-1)/R * 50 MB = 50 MB per hop, both hops cross the NIC
     T, cross = time_of(job(P=1, R=2), CHAIN, [0, 1], [0, 4])
@@ -90,3 +100,20 @@ def test_reference_iteration_time_packs_one_server():
 def test_unpartitionable_model_rejects_partitions():
     with pytest.raises(ValueError, match="cannot be partitioned"):
         build_tasks(job(model="toy-none", P=2), toy_model("toy-none", "none"))
+
+
+@pytest.mark.parametrize("sync, servers, gpus", [("ps", [0, 0, 1, 1, 2], [-1, 0, 4, 5, 8]),
+                                                 ("allreduce", [0, 1, 1, 2], [0, 4, 4, 8])])
+def test_retimed_plan_equals_a_fresh_plan_under_the_new_nic_shares(sync, servers, gpus):
+    from clustergym.core.dag import critical_time, placement_plan, retime
+
+    spec = job(P=2, R=2, sync=sync)
+    tasks = build_tasks(spec, CHAIN)
+    intra, whole, shared = [100.0] * 3, [10.0] * 3, [10.0, 2.5, 5.0]  # NICs 1 and 2 shared by 4 and 2 jobs
+    fresh = placement_plan(tasks, spec, servers, gpus, intra, shared)
+    again = retime(placement_plan(tasks, spec, servers, gpus, intra, whole), intra, shared)
+    assert again.link_s == fresh.link_s and again.sync_s == fresh.sync_s and again.cross == fresh.cross
+    unit, slow = [0.5] * len(tasks), [1.0] * len(tasks)
+    assert critical_time(again, unit, slow) == critical_time(fresh, unit, slow)
+    assert critical_time(again, unit, slow) > critical_time(placement_plan(tasks, spec, servers, gpus, intra, whole),
+                                                            unit, slow)

@@ -43,3 +43,20 @@ def test_each_warning_of_a_sweep_is_shown_once_with_its_count(tmp_path, monkeypa
     assert err.count("warning (3 of 3 runs): UserWarning: loading a zip can execute code") == 1
     assert err.count("warning (1 of 3 runs): RuntimeWarning: odd window") == 1
     assert not any("Deprecation" in line for line in err)
+
+
+def test_the_simulator_benchmark_shows_progress_and_says_where_its_results_are(tmp_path, capsys):
+    import json
+
+    from clustergym.eval import bench
+
+    out = tmp_path / "bench.json"
+    res = bench.main(["--jobs", "40", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert "jobs ended" in err  # the progress bar, on stderr
+    assert err.rstrip().endswith(f"bench: results in {out}")
+    assert json.loads(out.read_text()) == [json.loads(json.dumps(res))] and res["jobs"] == 40
+    bench.main(["--jobs", "40", "--json"])
+    err = capsys.readouterr().err
+    assert "jobs ended" not in err and err.rstrip().endswith("results printed above (stdout); --out FILE also "
+                                                              "writes them as JSON")

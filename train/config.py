@@ -191,7 +191,7 @@ def _check_names(c: TrainConfig) -> None:
 
     from clustergym import baselines
     from clustergym.eval.stats import direction
-    from clustergym.scenarios import register_all
+    from clustergym.scenarios import check_config, register_all
 
     for key, allowed in _CHOICES.items():
         if getattr(c, key) not in allowed:
@@ -204,6 +204,10 @@ def _check_names(c: TrainConfig) -> None:
     register_all()
     if c.scenario not in gym.registry:
         raise ConfigError(f"scenario {c.scenario!r} is not a registered env id (clustergym.scenarios.SCENARIOS)")
+    try:  # the env's fields and its trace file (trace_path, trace_mapping), before any work
+        check_config(c.scenario, c.env)
+    except ValueError as e:
+        raise ConfigError(f"env: {e}") from None
     known = baselines.available()
     for key in ("eval_baselines", "final_baselines"):
         if not isinstance(getattr(c, key), list):

@@ -47,6 +47,8 @@ class SimConfig:
     optstop_error_sigma: float = 0.125
     horizon_s: float = math.inf  # stop the simulation here (unfinished jobs are reported)
     record_series: bool = True
+    # the episode timeline (core/timeline.py: task spans on GPUs, queue, utilisation, overloads), for figures
+    record_timeline: bool = False
     # end the run (Simulator.stalled, a StallWarning) when jobs wait but none progressed, arrived or ended for this
     # long: a policy that never fully places a job would otherwise be asked at every tick forever (inf = never;
     # then horizon_s must be finite)
@@ -62,8 +64,9 @@ class SimConfig:
             raise SimConfigError("decide_on", f"must be one of {DECIDE_ON}", self.decide_on)
         if self.interference not in INTERFERENCE_MODES:
             raise SimConfigError("interference", f"must be one of {INTERFERENCE_MODES}", self.interference)
-        if not isinstance(self.record_series, bool):
-            raise SimConfigError("record_series", "must be True or False", self.record_series)
+        for name in ("record_series", "record_timeline"):
+            if not isinstance(getattr(self, name), bool):
+                raise SimConfigError(name, "must be True or False", getattr(self, name))
         for names, limits in _RANGES:
             for name in names:
                 _check_number(name, getattr(self, name), *limits)

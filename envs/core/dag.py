@@ -164,12 +164,20 @@ def reference_iteration_time(model: ModelProfile, n_partitions: int, n_replicas:
 
 @dataclass
 class PlacementPlan:
-    """Everything about a job's iteration that depends only on where its tasks are (transfer times,
-    synchronisation time, cross-server bytes), so a change of contention only re-runs the critical path."""
+    """Everything about a job's iteration that depends only on where its tasks are (its DAG edges as links,
+    cross-server bytes), with the link times under one set of NIC shares, so a change of contention only
+    re-runs the critical path and a change of NIC shares only re-times the links (:func:`retime`)."""
 
-    order: list[tuple[int, int, tuple[tuple[int, float], ...]]]  # (task, replica, ((parent, edge s), ...)) in topological order
-    shared_gpu_groups: list[tuple[int, tuple[int, ...]]]  # (replica, tasks of that replica on one GPU), only groups > 1
+    order: list[tuple[int, int, tuple[tuple[int, int], ...]]]  # (task, replica, ((parent, link id), ...)) in topological order
+    # the job's workers on one GPU, per GPU holding several (replicas too: Hare's relaxed synchronisation runs the
+    # tasks of a round that share a GPU one after another, so the iteration takes at least their summed compute)
+    shared_gpu_groups: list[tuple[int, ...]]
     n_replicas: int
+    links: list[tuple[int, int, float]]  # link id -> (server a, server b, MB); a == b: inside a server; -1: one GPU
+    sync_links: tuple[int, ...]  # the links of the synchronisation step (PS pushes/pulls, ring hops)
+    ps_server: int  # the parameter server's server, -1 without one
+    ps_cross_mb: float  # MB per iteration through the PS server's NIC (every cross-server worker's push and pull)
+    link_s: list[float]  # seconds per link under the NIC shares the plan was timed with
     sync_s: float
     cross: dict[tuple[int, int], float]
     cross_servers: frozenset[int]  # the servers in ``cross``'s pairs
@@ -225,57 +233,74 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
     bandwidth server s's NIC gives this job (its whole NIC, or its share of it). Which servers exchange bytes
     (``cross``, ``cross_servers``) depends on the placement alone, never on ``nic``."""
     cross: dict[tuple[int, int], float] = {}
+    link_ids: dict[tuple[int, int, float], int] = {}
+    links: list[tuple[int, int, float]] = []
 
-    def send(a: int, b: int, mb: float) -> float:
-        """Seconds to move ``mb`` from task a to task b: free on one GPU, over ``intra`` inside a server, over
-        the slower NIC between servers (one call per transfer: the simulator re-plans after every move).
-        Bytes between two servers are tallied in ``cross``."""
+    def link(a: int, b: int, mb: float) -> int:
+        """The id of the link that carries ``mb`` from task a to task b (free on one GPU, over ``intra`` inside
+        a server, over the slower NIC between servers); bytes between two servers are tallied in ``cross``."""
         sa, sb = servers[a], servers[b]
         if sa != sb:
+            key = (sa, sb) if sa < sb else (sb, sa)
             if mb > 0:
-                key = (sa, sb) if sa < sb else (sb, sa)
                 cross[key] = cross.get(key, 0.0) + mb
-            na, nb = nic[sa], nic[sb]
-            return transfer_s(mb, nb if nb < na else na)  # min(na, nb)
-        if gpus[a] == gpus[b] >= 0:
-            return 0.0
-        return transfer_s(mb, intra[sa])
+            lk = (key[0], key[1], mb)
+        else:
+            lk = (-1, -1, 0.0) if gpus[a] == gpus[b] >= 0 else (sa, sa, mb)
+        i = link_ids.get(lk)
+        if i is None:
+            i = link_ids[lk] = len(links)
+            links.append(lk)
+        return i
 
     mb = g.comm_worker_mb
     # tasks are stored layer by layer within a replica: already topological
-    order = [(k, r, tuple([(p, send(p, k, mb)) for p in parents]) if parents else ()) for k, r, parents in g.workers]
+    order = [(k, r, tuple([(p, link(p, k, mb)) for p in parents]) if parents else ()) for k, r, parents in g.workers]
     shared = []
     worker_gpus = [gpus[k] for k, _r, _p in g.workers]
-    if len(set(worker_gpus)) < len(worker_gpus):  # some GPU holds several workers: group them per replica
-        groups: dict[tuple[int, int], list[int]] = {}
-        for (k, r, _p), gpu in zip(g.workers, worker_gpus):
-            groups.setdefault((r, gpu), []).append(k)
-        shared = [(r, tuple(ks)) for (r, _g), ks in groups.items() if len(ks) > 1]
-
-    sync = 0.0
+    if len(set(worker_gpus)) < len(worker_gpus):  # some GPU holds several workers: they run one after another
+        groups: dict[int, list[int]] = {}
+        for (k, _r, _p), gpu in zip(g.workers, worker_gpus):
+            groups.setdefault(gpu, []).append(k)
+        shared = [tuple(ks) for ks in groups.values() if len(ks) > 1]
+    ps_server, ps_cross_mb, sync_links = -1, 0.0, ()
     if g.ps:
         ps_server = servers[0]
-        cross_total = 0.0
         mb = g.ps_mb  # push gradients, pull parameters
-        for k, _r, _p in g.workers:
-            t = send(k, 0, mb)
-            if t > sync:
-                sync = t
+        sync_links = tuple({link(k, 0, mb) for k, _r, _p in g.workers})
+        for k, _r, _p in g.workers:  # summed one by one (not mb x count): the same float as every transfer adds
             if servers[k] != ps_server:
-                cross_total += mb
-        sync = max(sync, transfer_s(cross_total, nic[ps_server]))
+                ps_cross_mb += mb
     elif g.ring:
-        mb = g.ring_mb
-        for a, b in g.ring:
-            t = send(a, b, mb)
-            if t > sync:
-                sync = t
-    return PlacementPlan(order, shared, g.n_replicas, sync, cross, frozenset().union(*cross))
+        sync_links = tuple({link(a, b, g.ring_mb) for a, b in g.ring})
+    plan = PlacementPlan(order, shared, g.n_replicas, links, sync_links, ps_server, ps_cross_mb, [], 0.0, cross,
+                         frozenset().union(*cross))
+    return retime(plan, intra, nic)
+
+
+def retime(plan: PlacementPlan, intra: list[float], nic: list[float]) -> PlacementPlan:
+    """``plan`` with its link and sync times under NIC shares ``nic`` (the placement, hence the links and the
+    cross-server bytes, unchanged): what a change in the number of jobs crossing a NIC costs."""
+    link_s = []
+    for a, b, mb in plan.links:
+        if a < 0:
+            link_s.append(0.0)
+        elif a == b:
+            link_s.append(transfer_s(mb, intra[a]))
+        else:
+            na, nb = nic[a], nic[b]
+            link_s.append(transfer_s(mb, nb if nb < na else na))  # min(na, nb)
+    sync = max([link_s[i] for i in plan.sync_links], default=0.0)
+    if plan.ps_server >= 0:
+        sync = max(sync, transfer_s(plan.ps_cross_mb, nic[plan.ps_server]))
+    return PlacementPlan(plan.order, plan.shared_gpu_groups, plan.n_replicas, plan.links, plan.sync_links,
+                         plan.ps_server, plan.ps_cross_mb, link_s, sync, plan.cross, plan.cross_servers)
 
 
 def critical_time(plan: PlacementPlan, unit_compute: list[float], slowdown: list[float]) -> float:
     """Iteration time given per-task compute seconds ``unit_compute[k] * slowdown[k]``: the slowest replica's
-    critical path (tasks of a replica sharing a GPU take at least their summed compute) plus the sync time.
+    critical path, at least the summed compute of the job's tasks on any one GPU (they share it one after
+    another, whatever their replica), plus the sync time.
     (The products are taken here, not in a list built by the caller for every contention change.)"""
     order = plan.order
     if len(order) == 1:
@@ -283,23 +308,25 @@ def critical_time(plan: PlacementPlan, unit_compute: list[float], slowdown: list
         return unit_compute[k] * slowdown[k] + plan.sync_s
     finish = [0.0] * len(unit_compute)
     replica_end = [0.0] * plan.n_replicas
+    link_s = plan.link_s
     for k, r, edges in order:
         start = 0.0
-        for p, e in edges:
-            v = finish[p] + e
+        for p, li in edges:
+            v = finish[p] + link_s[li]
             if v > start:
                 start = v
         f = start + unit_compute[k] * slowdown[k]
         finish[k] = f
         if f > replica_end[r]:
             replica_end[r] = f
-    for r, ks in plan.shared_gpu_groups:
+    end = max(replica_end)
+    for ks in plan.shared_gpu_groups:
         busy = 0.0  # the sum of their compute, without a generator
         for k in ks:
             busy += unit_compute[k] * slowdown[k]
-        if busy > replica_end[r]:
-            replica_end[r] = busy
-    return max(replica_end) + plan.sync_s
+        if busy > end:
+            end = busy
+    return end + plan.sync_s
 
 
 def iteration_time(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int], gpus: list[int],

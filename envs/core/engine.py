@@ -34,6 +34,7 @@ from .progress import (advance, cancel_completion, completion_time, on_attach, o
 from .resources import Changes, Resources
 from .stall import StallWarning, StallWatch  # noqa: F401  (StallWarning: part of the engine API)
 from .state import ClusterState
+from .timeline import make_timeline
 from .workload import JobSpec
 
 # event kinds, in tie-break order at equal times: state changes before the tick that reacts to them
@@ -108,8 +109,8 @@ class Simulator:
         self._stall = StallWatch(self.config.stall_timeout_s)
         self.stalled: str | None = None  # why the run ended early, if it stalled (a StallWarning too)
         self._done = False
-        self.decision_count = 0
-        self.events_processed = 0
+        self.timeline = make_timeline(self.config.record_timeline)  # core/timeline.py: the hooks do nothing if off
+        self.decision_count = self.events_processed = 0
         for job in self.jobs:
             self._push(job.spec.submit_time, EV_ARRIVAL, job)
             self._push(job.spec.deadline, EV_DEADLINE, job)
@@ -360,6 +361,7 @@ class Simulator:
 
     def _advance_clock(self, t: float) -> None:
         if t > self.now:
+            self.timeline.sample(self)  # the state that held since the clock last moved
             queued_dt = 0.0
             if self.queue:  # the first queue entry is the longest waiting: it passes one tick of waiting at `late`
                 late = next(iter(self.queue.values())).queued_since + self.config.tick_s
@@ -444,6 +446,7 @@ class Simulator:
     def _attach(self, task: Task, server: int, gpu: int) -> None:
         task.state = TASK_RUNNING
         task.placed_at = self.now
+        self.timeline.start(self.now, task, server, gpu)
         job = task.job
         job.n_placed += 1
         on_attach(task, server, gpu, self.cluster.gpu_type[gpu] if gpu >= 0 else None)
@@ -454,6 +457,7 @@ class Simulator:
 
     def _detach(self, task: Task) -> None:
         task.job.n_placed -= 1
+        self.timeline.stop(self.now, task)
         on_detach(task)
         changes = self.resources.detach(task)
         if changes.jobs or changes.began or changes.ended:
@@ -477,8 +481,7 @@ class Simulator:
                 self.overloaded_since[s] = self.now
             self._request_tick()
             changes.began.clear()
-        if changes.ended:
-            changes.ended.clear()
+        changes.ended.clear()
 
     def _touch(self, job: Job) -> None:
         """Materialise a job's progress up to now and mark its rate for recomputation."""

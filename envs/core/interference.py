@@ -47,6 +47,7 @@ from .hardware import GPU_TYPES
 COLOCATION_CSV = Path(__file__).resolve().parents[1] / "data" / "colocation.csv"
 GAVEL_GPU_TYPES = ("K80", "P100", "V100")
 INTERFERENCE_MODES = ("gavel", "constant", "off")  # SimConfig.interference
+NO_RATIOS: dict = {}  # the ratios of a GPU without interference (shared, never written)
 
 
 class InterferenceDataError(ValueError):
@@ -142,3 +143,11 @@ class Interference:
                         for j, m in enumerate(models))
             self._jobs[key] = out
         return out
+
+    def ratios(self, jobs: list, gpu_type: str) -> dict:
+        """``{job: ratio}`` for the distinct ``jobs`` on one GPU (in the GPU's order) whose ratio exceeds 1
+        (:data:`NO_RATIOS` for fewer than two jobs or none above 1)."""
+        if len(jobs) < 2:
+            return NO_RATIOS
+        factors = self.factors(tuple(job.model.name for job in jobs), gpu_type)
+        return {job: x for job, x in zip(jobs, factors) if x != 1.0} or NO_RATIOS

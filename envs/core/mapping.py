@@ -7,7 +7,8 @@ and kept the trace's iteration count. We do the same with the catalogue and the 
 - **model**: the trace's own model if it has one, resolved through :data:`MODEL_ALIASES` (Pollux names)
   or by name (case/punctuation-insensitive) against the catalogue; else a seeded draw from
   ``config.model_weights`` (default: uniform over the catalogue; :data:`MLFS_MODEL_WEIGHTS` gives the
-  five MLFS algorithms). An unknown trace model is an error unless ``unknown_model="sample"``.
+  five MLFS algorithms). An unknown trace model is an error unless ``unknown_model="sample"`` (a trace read
+  through a column mapping brings its own rule, by default "sample": :mod:`clustergym.core.trace_csv`).
 - **parallelism** (MLFS: "we also set the number of model partitions to this number [of GPUs]"; SVM
   data-parallel only): with ``partitioning="max"`` n_partitions is the largest divisor of n_gpus that is
   <= the model's ``max_partitions`` (and ``config.max_partitions``), 1 for ``parallelism == "none"``;
@@ -148,6 +149,15 @@ class MappingConfig:
             bad = {k: w for k, w in mix.items() if number_error(w, 0.0)}
             if bad:
                 raise ValueError(f"{name}: weights must be finite numbers >= 0 (got {bad})")
+
+
+def trace_mapping_config(rules: Mapping[str, Any] | None, overrides: Mapping[str, Any] | None = None) -> MappingConfig:
+    """The MappingConfig of a trace: the model rules its column mapping set (``load_csv``'s ``attrs["mapping"]``:
+    ``aliases``, ``unknown_model``) under ``overrides`` (MappingConfig fields; their aliases extend the trace's)."""
+    base, over = dict(rules or {}), dict(overrides or {})
+    if "aliases" in base and "aliases" in over:
+        over["aliases"] = {**base["aliases"], **over["aliases"]}
+    return MappingConfig(**{**base, **over})
 
 
 # Used when neither the config nor a cluster gives the reference server.
@@ -316,8 +326,9 @@ def to_job_specs(df: pd.DataFrame, seed: int, config: MappingConfig | None = Non
                  cluster: Any = None) -> list[JobSpec]:
     """Map a canonical trace (see :mod:`clustergym.core.traces`) to job specs. Deterministic in ``seed``.
     ``cluster`` (a :class:`~clustergym.core.hardware.ClusterSpec`) supplies the reference server for the
-    fields ``config`` leaves as None."""
-    cfg = config or MappingConfig()
+    fields ``config`` leaves as None. Without ``config``, the trace's own model rules apply
+    (:func:`trace_mapping_config` of ``df.attrs["mapping"]``, set by ``load_csv``), else the defaults."""
+    cfg = config or trace_mapping_config(df.attrs.get("mapping"))
     ref_server = _reference_hardware(cfg, cluster)
     names, get_model = _catalogue()
     ref_time = _reference_iteration_time()

@@ -23,7 +23,7 @@ import math
 from typing import Callable
 
 from .accumulation import compute_factor
-from .dag import critical_time, job_graph, plan_placement
+from .dag import critical_time, job_graph, plan_placement, retime
 from .job import JOB_ACTIVE, Job, Task, TASK_WAITING
 
 _NO_TRAFFIC = (0.0, {}, frozenset())
@@ -124,8 +124,7 @@ def refresh_rate(job: Job, intra: list[float], nic: list[float], flows: list[int
         if plan.cross_servers:  # (most jobs have no cross-server traffic: nothing to share)
             key = nic_sharing(plan.cross_servers, old_servers, flows)
             if key != p.nic_key:
-                p.plan = plan = plan_placement(p.graph, [t.server for t in job.tasks], [t.gpu for t in job.tasks],
-                                               intra, shared_nic(nic, key))
+                p.plan = plan = retime(plan, intra, shared_nic(nic, key))
                 p.nic_key = key
                 p.slow_key = None
                 p.iter_times = {}

@@ -29,12 +29,11 @@ import numpy as np
 
 from .config import SimConfig
 from .hardware import ClusterSpec
-from .interference import Interference
+from .interference import NO_RATIOS, Interference
 from .job import Job, Task
 from .state import ClusterState, Mirrored
 
 FIT_EPS = 1e-9  # float residue allowed when a demand meets what is free
-_NO_XI: dict = {}  # the interference ratios of a GPU without interference (never written)
 
 
 # ---------------------------------------------------------------------------------------------------- rules
@@ -246,10 +245,9 @@ class Resources:
         # running tasks, for usage changes; dropped whenever one of its tasks is attached or detached
         self._layout: dict[Job, tuple] = {}
         self._static_fit: dict | None = None
-        # co-location interference (clustergym.core.interference): per GPU, {job: its ratio} for the jobs whose
-        # ratio there exceeds 1 (the empty _NO_XI on GPUs without interference)
+        # co-location interference: per GPU, {job: its ratio} for the jobs whose ratio there exceeds 1
         self.interference = Interference(config.interference, config.interference_xi)
-        self.gpu_xi: list[dict[Job, float]] = [_NO_XI] * c.n_gpus
+        self.gpu_xi: list[dict[Job, float]] = [NO_RATIOS] * c.n_gpus
         self._gpu_type = list(c.gpu_type)
 
     # ------------------------------------------------------------------------------------------ admission
@@ -285,21 +283,25 @@ class Resources:
         return None, gpu
 
     def best_gpu(self, task: Task, server: int, moving: bool = False) -> int:
-        """MLFS §3.3.2: the least-loaded GPU of the server that has room (ties: lowest index); -1 if none."""
+        """MLFS §3.3.2: the least-loaded GPU of the server that has room; -1 if none. Ties (a job's tasks sharing
+        GPUs count once in their load) go to the GPU with the fewest tasks, then the lowest index, so the tasks of
+        one job that outnumber a server's GPUs spread evenly over them (Hare's relaxed synchronisation)."""
         c = self.cluster
         need = task.t.gpu_memory_gb
         if not fits(self.max_free_gpu_mem.values[server] + (need if moving and task.server == server else 0.0), need):
             return -1
-        best, best_load = -1, math.inf
+        best, best_load, best_n = -1, math.inf, 0
         r = c.server_gpus(server)
         a, b = r.start, r.stop
-        used, loads = self.gpu_mem_used.values[a:b], self.gpu_load.values[a:b]
+        used, loads, n_tasks = self.gpu_mem_used.values[a:b], self.gpu_load.values[a:b], c.gpu_n_tasks[a:b]
         own = task.gpu if moving else -1
         for i, cap in enumerate(c.gpu_mem_cap_list[a:b]):
             g = a + i
             load = loads[i] - (gpu_use(task.t.gpu_util, task.job.usage_factor) if own == g else 0.0)
-            if load < best_load - 1e-12 and fits(cap - used[i] + (need if own == g else 0.0), need):
-                best, best_load = g, load
+            n = n_tasks[i] - (1 if own == g else 0)
+            if (load < best_load - 1e-12 or (load <= best_load + 1e-12 and n < best_n)) and fits(
+                    cap - used[i] + (need if own == g else 0.0), need):
+                best, best_load, best_n = g, load, n
         return best
 
     def feasible_servers(self, task: Task, moving: bool = False) -> np.ndarray:
@@ -577,10 +579,7 @@ class Resources:
     def _refresh_interference(self, g: int, on_gpu: tuple) -> None:
         """Recompute GPU ``g``'s interference ratios after its jobs changed; report the jobs whose ratio changed
         (those it had or has, in a deterministic order)."""
-        xi = _NO_XI
-        if len(on_gpu) > 1:
-            factors = self.interference.factors(tuple(job.model.name for job, _ in on_gpu), self._gpu_type[g])
-            xi = {job: x for (job, _), x in zip(on_gpu, factors) if x != 1.0}
+        xi = self.interference.ratios([job for job, _ in on_gpu], self._gpu_type[g])
         old = self.gpu_xi[g]
         if xi != old:
             self.gpu_xi[g] = xi

@@ -190,6 +190,13 @@ def source_row(df: pd.DataFrame, i: int) -> int:
     return int(df["source_row"].iloc[i]) if "source_row" in df.columns else i + 1
 
 
+def row_list(rows: Any, limit: int = 5) -> str:
+    """``"data rows 3, 7, 9 and 4 more"``: the first ``limit`` of the 1-based data rows ``rows``, for messages."""
+    rows = [int(r) for r in rows]
+    shown = ", ".join(str(r) for r in rows[:limit])
+    return f"data row{'s' if len(rows) > 1 else ''} {shown}" + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
+
+
 def audit(out: pd.DataFrame, source: Any, checks: str, raw: pd.DataFrame | None = None, ids: Any = None,
           header_lines: int = 1) -> dict[str, int]:
     """Count the rows of ``out`` (converted, in file order, with ``source_row``) that are out of submit order,

@@ -1,0 +1,63 @@
+"""The named experiments' sweeps: the settings each isolates, and their claims tables on synthetic episodes."""
+import pandas as pd
+import pytest
+
+from clustergym import baselines
+from clustergym.eval import experiments
+from clustergym.eval.specs import expand_loads, parse_scenario
+
+
+def test_arrival_load_mode_sets_the_offered_load():
+    sc = expand_loads([parse_scenario("c=clustergym/GPUCluster-v1")], [0.5, 3], "arrival")
+    assert [s["kwargs"]["load"] for s in sc] == [0.5, 3.0]
+    assert [s["label"] for s in sc] == ["c@x0.5", "c@x3"]
+    with pytest.raises(ValueError, match="load mode"):
+        expand_loads([parse_scenario("c=clustergym/GPUCluster-v1")], [1], "cores")
+
+
+def test_mlfs_experiments_run_on_the_contended_default(tmp_path):
+    for name in ("mlfs-overall", "mlfs-ablation", "mlfs-causes"):
+        runs = experiments.get(name)(tmp_path)["runs"]
+        assert {r["env_id"] for r in runs} == {experiments.CONTENDED}
+        assert all(r["env_kwargs"]["split"] == "test" for r in runs)
+
+
+def test_causes_settings_change_one_thing(tmp_path):
+    runs = experiments.get("mlfs-causes")(tmp_path)["runs"]
+    by = {(r["policy"], r["scenario"], r["seed"]): r for r in runs}
+    plain = by[("mlf-h", "contended@x1.5", 0)]["env_kwargs"]
+    fixed = by[("mlf-h", "fixed-stop@x1.5", 0)]["env_kwargs"]
+    optall = by[("fifo", "all-optstop@x1.5", 0)]["env_kwargs"]
+    assert fixed["mapping"] == {"stop_changeable_probability": 0.0}
+    assert optall["mapping"] == {"stop_mix": {"opt-stop": 1.0}}
+    for kw in (fixed, optall):
+        assert {k: v for k, v in kw.items() if k != "mapping"} == {k: v for k, v in plain.items() if k != "mapping"}
+    assert by[("fair-pack", "contended@x1.5", 0)]["policy_spec"]["params"] == {"placement": "pack"}
+
+
+def test_causes_claims_pair_across_settings():
+    rows = []
+    for seed in range(3):
+        for pol, sc, jct in (("fifo", "contended@x1.5", 100.0), ("mlf-h", "contended@x1.5", 50.0),
+                             ("mlf-h", "fixed-stop@x1.5", 80.0), ("fair", "contended@x1.5", 150.0),
+                             ("fair-pack", "contended@x1.5", 90.0)):
+            rows.append({"policy": pol, "scenario": sc, "seed": seed, "mean_jct": jct * (1 + seed)})
+    from clustergym.eval.experiments_causes import _claims_causes
+
+    claims = {r["claim"]: r["measured"] for r in _claims_causes({"episodes": pd.DataFrame(rows)})}
+    assert "-50.0" in claims["MLF-H vs FIFO, MLF-H on OptStop (default)"].replace("−", "-")
+    assert "-20.0" in claims["MLF-H vs FIFO, nobody changes stopping"].replace("−", "-")
+    assert "+50.0" in claims["fair vs FIFO"]
+    assert "MLFS-H+C vs MLF-H (default)" not in claims  # no mlfs-h+c runs: no row rather than an empty one
+
+
+def test_placement_ablations_use_best_fit_and_refuse_unknown_values():
+    from clustergym.baselines import fair
+    from clustergym.baselines.base import pack_order, spread_order
+
+    assert fair.PLACEMENTS == {"spread": spread_order, "pack": pack_order}
+    assert baselines.make("fair").placement == "spread" and baselines.make("graphene").placement == "tetris"
+    with pytest.raises(ValueError, match="placement"):
+        baselines.make("fair", placement="worst")
+    with pytest.raises(ValueError, match="placement"):
+        baselines.make("graphene", placement="spread")
