@@ -79,6 +79,9 @@ class _Plan:
 
 @dataclass
 class SJFBSBF(Policy):
+    """SJF-BSBF (Algorithm 1 with Algorithm 2 and Theorem 1); the planner of SJF-FFS and SJF by GPU count too
+    (``sharing``, ``order_by_gpus``): the module docstring states the rules."""
+
     name = "sjf-bsbf"
     source = "SJF-BSBF (Luo et al., 2024) Algorithms 1-2, Theorem 1"
     sharing: str = "best-benefit"  # when free GPUs are short: "best-benefit", "first-fit" or "none" (wait)
@@ -133,6 +136,7 @@ class SJFBSBF(Policy):
         return plans
 
     def _plan_job(self, view: ClusterView, job: Job, occupant: dict, free_mem: list, servers: set) -> _Plan | None:
+        """Algorithm 1's lines 5-21 for one job on the planning copies, or None (it stays pending)."""
         waiting = [t for t in job.tasks if not t.is_ps and t.state == TaskState.WAITING]
         need = len(waiting)
         if not need:
