@@ -15,13 +15,14 @@ from .hlas import HLAS
 from .hypersched import HyperSched
 from .mlfs import MLFC, MLFH, MLFSHC
 from .simple import EDF, FIFO, SJF, Random
+from .sjfbsbf import SJFBSBF, SJFFFS, SJFBySize
 from .slaq import SLAQ
 from .tiresias import Tiresias
 from .unisched import UniSched
 
 REGISTRY: dict[str, type[Policy]] = {cls.name: cls for cls in (
     MLFH, MLFSHC, HLAS, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF, EDF, Random,
-    UniSched)}
+    UniSched, SJFBSBF, SJFFFS, SJFBySize)}
 
 
 def available() -> list[str]:

@@ -4,7 +4,8 @@
 - Affinity packing by GPU count: a job's tasks go to servers already hosting the job, then servers whose
   jobs have the same GPU count as this one (Gandiva's "affinity"), then empty servers, then the rest;
   an idle GPU is preferred, otherwise a GPU is time-shared (packed) while the summed GPU use stays
-  <= ``max_gpu_load`` (1.0: packing that does not slow anyone down; Gandiva's suspend/resume
+  <= ``max_gpu_load`` (1.0: no utilisation over-commitment; the packed jobs still pay their pair's
+  co-location interference ratio, :mod:`clustergym.core.interference`; Gandiva's suspend/resume
   time-slicing is not modelled).
 - Migration off overloaded GPUs (load above h_r): the lowest-utilisation task on the overloaded GPU
   moves to the server holding the cluster's lowest-load GPU that can take it, if that lowers the load

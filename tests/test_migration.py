@@ -21,14 +21,16 @@ from clustergym.core.view import ClusterView
 
 import helpers
 
-HEAVY = helpers.toy_model("heavy", gpu_util=0.6)  # two on one GPU: load 1.2, each runs at 1/1.2
+# two on one GPU: load 1.2 (overloaded above h_r = 0.9); each runs at the pair's interference ratio, 1.5 (the toy
+# pair is not in Gavel's table: SJF-BSBF's injected ratio)
+HEAVY = helpers.toy_model("heavy", gpu_util=0.6)
 MODELS = {"heavy": HEAVY, "toy": helpers.models("toy")}
 STILL = dict(usage_change_mean_s=0.0, optstop_error_sigma=0.0)
 
 
 def shared_gpu_run(policy, nic=10.0):
     """Jobs 0 (urgency 9) and 1 (urgency 1), 2000 iterations of 1 s each, forced onto GPU 0 of server 0 at
-    t = 0 (load 1.2: both run at 1.2 s per iteration); server 1 is empty. ``policy`` decides from then on."""
+    t = 0 (load 1.2: both run at 1.5 s per iteration); server 1 is empty. ``policy`` decides from then on."""
     specs = [helpers.job(0, model="heavy", iters=2000, urgency=9, stop_changeable=False),
              helpers.job(1, model="heavy", iters=2000, urgency=1, stop_changeable=False)]
     cl = ClusterSpec("two", tuple(ServerSpec(f"s{i}", "V100", 4, 32, 244, nic, 100.0) for i in range(2)))
@@ -50,15 +52,15 @@ def shared_gpu_run(policy, nic=10.0):
 def test_migration_relieves_a_lasting_gpu_overcommitment():
     # the engine offers the overload at t = 60 (too recent to act on) and again overload_recheck_s later, at
     # t = 660: it has lasted overload_persist_s and the tasks are past the cooldown. The lower-priority job
-    # (urgency 1) moves to server 1, pausing 5 s + 300 MB / 1250 MB/s. Both have done 660 / 1.2 = 550
-    # iterations; job 0 runs the other 1450 alone at 1 s, job 1 after its pause
+    # (urgency 1) moves to server 1, pausing 5 s + 300 MB / 1250 MB/s. Both have done 660 / 1.5 = 440
+    # iterations; job 0 runs the other 1560 alone at 1 s, job 1 after its pause
     jct, moves = shared_gpu_run(MLFH())
     assert [(t, c.kind, c.server) for t, c in moves] == [(660.0, "migrate", 1)]
-    assert jct[0] == pytest.approx(660 + 1450)
-    assert jct[1] == pytest.approx(660 + 5 + 300 / 1250 + 1450)
-    # without migration both run at 1.2 s per iteration to the end: migration cut the mean JCT
+    assert jct[0] == pytest.approx(660 + 1560)
+    assert jct[1] == pytest.approx(660 + 5 + 300 / 1250 + 1560)
+    # without migration both run at 1.5 s per iteration to the end: migration cut the mean JCT
     jct_still, moves = shared_gpu_run(MLFH(migrate=False))
-    assert moves == [] and jct_still == {0: pytest.approx(2400.0), 1: pytest.approx(2400.0)}
+    assert moves == [] and jct_still == {0: pytest.approx(3000.0), 1: pytest.approx(3000.0)}
     assert sum(jct.values()) < sum(jct_still.values())
 
 

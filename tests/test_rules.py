@@ -55,21 +55,27 @@ def test_overload_threshold_reaches_every_consumer(h):
         assert (cmd is not None and cmd.kind == "migrate" and cmd.server == 1) is hot, pol.name
 
 
-def test_attach_and_detach_report_slowed_jobs_and_overloads():
-    heavy = helpers.toy_model("heavy", gpu_util=0.6)  # two on one GPU: load 1.2, each runs at 1/1.2
+@pytest.mark.parametrize("interference", ["off", "gavel"])
+def test_attach_and_detach_report_slowed_jobs_and_overloads(interference):
+    # two on one GPU: load 1.2. Without interference each runs at 1/1.2 (gpu_slow); with it, at the pair's
+    # ratio (the toy pair is not in Gavel's table: SJF-BSBF's 1.5, in gpu_xi) and gpu_slow stays 1
+    heavy = helpers.toy_model("heavy", gpu_util=0.6)
     sim = Simulator(helpers.cluster(2), [helpers.job(0, model="heavy"), helpers.job(1, model="heavy")],
-                    SimConfig(usage_change_mean_s=0.0), 0, models=lambda name: heavy)
+                    SimConfig(usage_change_mean_s=0.0, interference=interference), 0, models=lambda name: heavy)
     res = sim.resources
     a, b = sim.jobs[0].tasks[0], sim.jobs[1].tasks[0]
     ch = res.attach(a, 0, 0)
     assert (ch.jobs, ch.began, ch.ended) == ([], [], [])  # alone on the GPU: no contention, no overload
     ch = res.attach(b, 0, 0)
     assert (ch.jobs, ch.began, ch.ended) == ([a.job, b.job], [0], [])
-    assert sim.cluster.gpu_slow[0] == pytest.approx(1.2)
+    on = interference == "gavel"
+    assert sim.cluster.gpu_slow[0] == pytest.approx(1.0 if on else 1.2)
+    assert res.gpu_xi[0] == ({a.job: 1.5, b.job: 1.5} if on else {})
     ch.jobs.clear(), ch.began.clear()
     ch = res.detach(b)
-    assert (ch.jobs, ch.began, ch.ended) == ([a.job], [], [0])
-    assert sim.cluster.gpu_slow[0] == 1.0 and not sim.cluster.overloaded[0]
+    # the jobs whose ratio changed are reported (b too: it leaves the GPU)
+    assert (ch.jobs, ch.began, ch.ended) == ([a.job, b.job] if on else [a.job], [], [0])
+    assert sim.cluster.gpu_slow[0] == 1.0 and not sim.cluster.overloaded[0] and res.gpu_xi[0] == {}
 
 
 def test_view_is_read_only_and_live():
@@ -83,6 +89,8 @@ def test_view_is_read_only_and_live():
     assert view.gpu_n_tasks[view.server_first_gpu[1]] == 1  # the same memory as the simulator's arrays
     assert view == ClusterView(sim) and view != ClusterView(shared_gpu_sim(0.9))
     job = sim.jobs[0]
-    assert view.iters(job) == pytest.approx(3600.0)  # 1 s per iteration since its placement at t = 0
+    # 1 s per iteration alone, 1.5 s sharing GPU 0 with job 1 (SJF-BSBF's ratio: the toy pair is not in
+    # Gavel's table), since its placement at t = 0
+    assert view.iters(job) == pytest.approx(2400.0)
     assert view.running_time(job) == pytest.approx(3600.0)
     assert job.iters == 0.0  # reading does not materialise

@@ -31,6 +31,9 @@ class ModelProfile:
     - ``cpu_cores`` / ``host_memory_gb``: host demand of one replica's data loading and runtime.
     - ``activation_mb``: bytes passed between consecutive partitions per iteration (forward + backward).
     - ``params_m``: parameters in millions (sync volume = 4 bytes x params x share).
+    - ``batch_fixed_share``: the share of one iteration at ``batch_size`` that does not scale with the batch
+      (SJF-BSBF Eq. 3's ``alpha / t_comp(B)``), for gradient accumulation (:mod:`clustergym.core.accumulation`);
+      None: unknown, the model cannot accumulate.
     """
 
     name: str
@@ -46,6 +49,7 @@ class ModelProfile:
     activation_mb: float
     curve: LearningCurve
     max_partitions: int = 32
+    batch_fixed_share: float | None = None
     sources: str = ""
     notes: str = field(default="", compare=False)
 

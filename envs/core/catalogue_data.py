@@ -61,6 +61,7 @@ from .hardware import GPU_TYPES
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 SPEEDS_CSV = DATA_DIR / "model_speeds.csv"
 CURVES_CSV = DATA_DIR / "learning_curves.csv"
+BATCH_CSV = DATA_DIR / "batch_scaling.csv"
 
 MEASURED_TYPES = ("K80", "P100", "V100", "T4", "A100")
 M60_OVER_K80_TIME = 1.0
@@ -133,6 +134,18 @@ def load_measured_speeds(path: Path = SPEEDS_CSV) -> dict[str, dict[str, tuple[f
             if r["gpu_type"] not in GPU_TYPES or not (t > 0 and math.isfinite(t)):
                 raise ValueError(f"{path.name}: line {i}: bad row {r}")
             out.setdefault(r["model"], {})[r["gpu_type"]] = (t, r["source"])
+    return out
+
+
+def load_batch_shares(path: Path = BATCH_CSV) -> dict[str, tuple[float, str]]:
+    """``{model: (fixed share of one iteration at the catalogue batch, source)}`` (``eval/extract_colocation.py``)."""
+    out: dict[str, tuple[float, str]] = {}
+    with open(path, newline="") as f:
+        for i, r in enumerate(csv.DictReader(f), start=2):
+            a = float(r["fixed_share"])
+            if not 0.0 <= a < 1.0:
+                raise ValueError(f"{path.name}: line {i}: fixed_share must be in [0, 1), got {r['fixed_share']!r}")
+            out[r["model"]] = (a, r["source"])
     return out
 
 
@@ -223,6 +236,7 @@ def _curve(name: str, measured: Mapping[str, LearningCurve]) -> LearningCurve:
 def _build() -> tuple[dict[str, ModelProfile], dict[str, dict[str, str]]]:
     speeds = fill_missing_speeds(load_measured_speeds(), MODEL_ORDER)
     curves = load_curves()
+    shares = load_batch_shares()
     cat: dict[str, ModelProfile] = {}
     sources: dict[str, dict[str, str]] = {}
     for name in MODEL_ORDER:
@@ -240,8 +254,8 @@ def _build() -> tuple[dict[str, ModelProfile], dict[str, dict[str, str]]]:
             name=name, family=fam, parallelism=par, params_m=params, batch_size=bs,
             iteration_time={g: row[g][0] for g in GPU_TYPES}, gpu_memory_gb=mem, gpu_util=util,
             cpu_cores=cpu, host_memory_gb=host, activation_mb=act_elems * bs * 4 * 2 / 1e6, curve=curve,
-            max_partitions=1 if par == "none" else maxp,
-            sources=f"speed: {srcs} (see SPEED_SOURCES); curve: {curve.source}",
+            max_partitions=1 if par == "none" else maxp, batch_fixed_share=shares[name][0],
+            sources=f"speed: {srcs} (see SPEED_SOURCES); curve: {curve.source}; batch scaling: {shares[name][1]}",
             notes=notes)
     return cat, sources
 

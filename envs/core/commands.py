@@ -8,31 +8,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .job import JobState, TaskState
+from .accumulation import set_steps, set_steps_error
+from .job import InvalidCommand, JobState, TaskState
 
 if TYPE_CHECKING:
     from .engine import Simulator
 
-COMMAND_KINDS = ("place", "migrate", "requeue", "preempt", "stop-option")
+COMMAND_KINDS = ("place", "migrate", "requeue", "preempt", "stop-option", "sub-batch")
 
 
 @dataclass(frozen=True)
 class Command:
     """One scheduler command. ``kind``: "place" (waiting task ``tid`` -> ``server``), "migrate" (running task
     ``tid`` -> ``server``), "requeue" (running task ``tid`` -> queue), "preempt" (every placed task of job
-    ``jid`` -> queue), "stop-option" (job ``jid``'s stopping rule -> ``option``, MLFS §3.5)."""
+    ``jid`` -> queue), "stop-option" (job ``jid``'s stopping rule -> ``option``, MLFS §3.5), "sub-batch" (job
+    ``jid`` trains with ``steps`` sub-batches per iteration while none of its tasks is placed: gradient
+    accumulation, :mod:`clustergym.core.accumulation`). A "place" or "migrate" with ``gpu`` puts the task on that
+    GPU of ``server``; without, on the server's least-loaded GPU with room (MLFS §3.3.2)."""
 
     kind: str
     tid: int = -1
     server: int | None = None
     jid: int = -1
     option: str | None = None
+    gpu: int | None = None
+    steps: int | None = None
 
 
 def command_error(sim: "Simulator", cmd: Command) -> str | None:
     """Why ``sim`` would refuse ``cmd`` now, or None if it would accept it."""
     if cmd.kind == "stop-option":
         return sim.stop_option_error(cmd.jid, cmd.option)
+    if cmd.kind == "sub-batch":
+        job = sim.job_by_id.get(cmd.jid)
+        return f"unknown job id {cmd.jid}" if job is None else set_steps_error(job, cmd.steps)
     if cmd.kind == "preempt":
         job = sim.job_by_id.get(cmd.jid)
         if job is None:
@@ -52,13 +61,13 @@ def command_error(sim: "Simulator", cmd: Command) -> str | None:
     if cmd.kind == "place":
         if not t.is_ready():
             return f"task {cmd.tid} is not a ready waiting task"
-        return sim.fit_reason(t, cmd.server)
+        return sim.fit_reason(t, cmd.server, cmd.gpu)
     if t.state != TaskState.RUNNING:
         return f"task {cmd.tid} is not running"
-    reason = sim.fit_reason(t, cmd.server, moving=True)
+    reason = sim.fit_reason(t, cmd.server, cmd.gpu, moving=True)
     if reason:
         return reason
-    g = -1 if t.is_ps else sim.best_gpu(t, cmd.server, moving=True)
+    g = -1 if t.is_ps else (sim.best_gpu(t, cmd.server, moving=True) if cmd.gpu is None else cmd.gpu)
     if cmd.server == t.server and g == t.gpu:
         return f"task {cmd.tid} already runs on server {cmd.server} GPU {g}"
     return None
@@ -67,14 +76,19 @@ def command_error(sim: "Simulator", cmd: Command) -> str | None:
 def execute(sim: "Simulator", cmd: Command) -> None:
     """Apply ``cmd`` (the simulator raises InvalidCommand if it refuses it)."""
     if cmd.kind == "place":
-        sim.place(cmd.tid, cmd.server)
+        sim.place(cmd.tid, cmd.server, cmd.gpu)
     elif cmd.kind == "migrate":
-        sim.migrate(cmd.tid, cmd.server)
+        sim.migrate(cmd.tid, cmd.server, cmd.gpu)
     elif cmd.kind == "requeue":
         sim.requeue(cmd.tid)
     elif cmd.kind == "preempt":
         sim.preempt(cmd.jid)
     elif cmd.kind == "stop-option":
         sim.set_stop_option(cmd.jid, cmd.option)
+    elif cmd.kind == "sub-batch":
+        why = command_error(sim, cmd)
+        if why:
+            raise InvalidCommand(why)
+        set_steps(sim.job_by_id[cmd.jid], cmd.steps)
     else:
         raise ValueError(f"unknown command kind {cmd.kind!r}; known: {COMMAND_KINDS}")

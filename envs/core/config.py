@@ -5,6 +5,8 @@ import math
 import numbers
 from dataclasses import dataclass
 
+from .interference import INTERFERENCE_MODES
+
 # which ticks are decision points: "actionable" (a ready task fits somewhere, or an overloaded server has tasks
 # to move), "placement" (a ready task fits: for policies that never migrate), "queue" (any task waits), "always"
 # (every tick while jobs are active)
@@ -55,10 +57,17 @@ class SimConfig:
     # long: a policy that never fully places a job would otherwise be asked at every tick forever (inf = never;
     # then horizon_s must be finite)
     stall_timeout_s: float = 86400.0
+    # GPU-sharing interference (clustergym.core.interference): "gavel" (Gavel's measured pair ratios, SJF-BSBF's
+    # injected ratio interference_xi for pairs Gavel did not measure), "constant" (interference_xi for every pair,
+    # SJF-BSBF Fig. 6(b)) or "off" (sharing costs only the utilisation rule)
+    interference: str = "gavel"
+    interference_xi: float = 1.5
 
     def __post_init__(self) -> None:
         if self.decide_on not in DECIDE_ON:
             raise SimConfigError("decide_on", f"must be one of {DECIDE_ON}", self.decide_on)
+        if self.interference not in INTERFERENCE_MODES:
+            raise SimConfigError("interference", f"must be one of {INTERFERENCE_MODES}", self.interference)
         for name in ("record_series", "record_timeline"):
             if not isinstance(getattr(self, name), bool):
                 raise SimConfigError(name, "must be True or False", getattr(self, name))
@@ -79,6 +88,7 @@ _RANGES: tuple[tuple[tuple[str, ...], tuple[float, bool, float, bool]], ...] = (
     (("usage_change_mean_s", "usage_sigma", "migration_base_s", "suspend_s", "resume_base_s", "resume_per_gpu_s",
       "be_lease_s", "slo_lease_s", "overload_recheck_s", "contention_step", "optstop_error_sigma"), (0.0, False, math.inf, False)),
     (("gang_timeout_s", "horizon_s", "stall_timeout_s"), (0.0, True, math.inf, True)),
+    (("interference_xi",), (1.0, False, math.inf, False)),
 )
 
 

@@ -118,13 +118,18 @@ def build_tasks(spec: JobSpec, model: ModelProfile) -> list[TaskTemplate]:
             tasks.append(TaskTemplate(
                 index=base + part, kind="worker", partition=part, replica=r, share=share,
                 compute_share=cshares[part],
-                gpu_memory_gb=TASK_GPU_OVERHEAD_GB + model.gpu_memory_gb * share,
+                gpu_memory_gb=worker_gpu_memory(model.gpu_memory_gb, share),
                 gpu_util=min(1.0, model.gpu_util),
                 cpu_cores=max(0.25, model.cpu_cores * cshares[part]),
                 memory_gb=max(0.5, model.host_memory_gb * cshares[part]),
                 state_mb=3.0 * model.param_mb * share,
                 parents=parents, children=children, depth=n_layers - 1 - layer))
     return tasks
+
+
+def worker_gpu_memory(replica_gb: float, share: float) -> float:
+    """GPU memory of a worker task: its parameter share of a full replica's memory plus the runtime overhead."""
+    return TASK_GPU_OVERHEAD_GB + replica_gb * share
 
 
 def transfer_s(mb: float, gbps: float) -> float:

@@ -25,8 +25,9 @@ import numpy as np
 from .catalogue import ModelProfile
 from .config import SimConfig, SimConfigError  # noqa: F401  (re-exported: part of the engine API)
 from .hardware import ClusterSpec
+from .job import (JOB_ACTIVE, TASK_RUNNING, TASK_WAITING, InvalidCommand, Job, JobState, Task,  # noqa: F401
+                  TaskState, make_jobs)  # (InvalidCommand: part of the engine API)
 from .lease import LeaseError, Leases, checkpoint_s  # noqa: F401  (LeaseError: part of the engine API)
-from .job import JOB_ACTIVE, TASK_RUNNING, TASK_WAITING, Job, JobState, Task, TaskState, make_jobs
 from .metrics import Metrics, job_records
 from .progress import (advance, cancel_completion, completion_time, on_attach, on_detach, refresh_rate,
                        start as start_progress, stop as stop_progress)
@@ -38,10 +39,6 @@ from .workload import JobSpec
 
 # event kinds, in tie-break order at equal times: state changes before the tick that reacts to them
 EV_COMPLETE, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_LEASE, EV_TICK = range(8)
-
-
-class InvalidCommand(ValueError):
-    """A scheduler command the simulator refuses; the message says exactly why."""
 
 
 class UnplaceableJob(ValueError):
@@ -500,7 +497,8 @@ class Simulator:
             del dirty[job]
             if job.state != JOB_ACTIVE:
                 continue
-            moved = refresh_rate(job, self._intra, self._nic, resources.nic_flows, c.server_slow, c.gpu_slow)
+            moved = refresh_rate(job, self._intra, self._nic, resources.nic_flows, c.server_slow, c.gpu_slow,
+                                 resources.gpu_xi)
             if moved is not None:
                 self._absorb(resources.move_traffic(job, *moved))
             if job.rate > 0 and job.n_placed == len(job.tasks):

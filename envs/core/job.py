@@ -26,6 +26,11 @@ def optstop_prediction_errors(seed: int, n_jobs: int, sigma: float) -> list[floa
     return np.exp(sigma * rng.standard_normal(n_jobs)).tolist()
 
 
+class InvalidCommand(ValueError):
+    """A scheduler command the simulator refuses; the message says exactly why (raised by the engine and the
+    command modules; ``clustergym.core.engine`` re-exports it)."""
+
+
 class TaskState(IntEnum):
     PENDING = 0  # job not yet submitted
     WAITING = 1  # in the queue
@@ -105,7 +110,7 @@ class Job:
 
     __slots__ = ("spec", "model", "tasks", "state", "n_placed", "usage_factor", "optimum_true", "optimum_predicted",
                  "stop_option", "target_iters", "iters", "rate", "last_update", "paused_until", "waiting_time",
-                 "running_time", "record", "_pace")
+                 "running_time", "record", "accum_steps", "_pace")
 
     def __init__(self, spec: JobSpec, model: ModelProfile, optstop_error: float = 1.0) -> None:
         self.spec = spec
@@ -127,6 +132,7 @@ class Job:
         self.waiting_time = 0.0  # submitted and not progressing, up to last_update
         self.running_time = 0.0  # progressing, up to last_update
         self.record = JobRecord()
+        self.accum_steps = 1  # sub-batches per iteration (gradient accumulation: clustergym.core.accumulation)
         self._pace: Any = None
 
     def __repr__(self) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from .accumulation import compute_factor
 from .dag import critical_time, job_graph, plan_placement, retime
 from .job import JOB_ACTIVE, Job, Task, TASK_WAITING
 
@@ -58,7 +59,8 @@ def on_attach(task: Task, server: int, gpu: int, gpu_type: str | None) -> None:
     """``task`` got a slot (``gpu_type``: its GPU's type, None for a PS): the job's plan is stale."""
     job, t = task.job, task.t
     p = job._pace
-    p.unit_compute[t.index] = t.compute_share * job.model.iter_time(gpu_type) if gpu >= 0 else 0.0
+    p.unit_compute[t.index] = (t.compute_share * job.model.iter_time(gpu_type) * compute_factor(job.model, job.accum_steps)
+                               if gpu >= 0 else 0.0)
     p.slots[t.index] = (server, gpu)
     p.plan = None
 
@@ -99,12 +101,13 @@ def advance(job: Job, now: float, on_bytes: Callable[[dict, float], None]) -> No
 
 # -------------------------------------------------------------------------------------------- the rate
 def refresh_rate(job: Job, intra: list[float], nic: list[float], flows: list[int], server_slow: list[float],
-                 gpu_slow: list[float]) -> tuple | None:
+                 gpu_slow: list[float], gpu_xi: list[dict]) -> tuple | None:
     """Recompute ``job.rate`` from its placement, the NIC shares of its cross-server links (``flows``: jobs
-    crossing each server's NIC, as the resources layer counts them) and the contention factors of its slots
-    (each task runs at the larger of its server's and its GPU's slowdown). Returns (old traffic, new traffic),
-    each (rate, {(server a, server b): MB per iteration}, servers), when the job's NIC traffic changed, else
-    None."""
+    crossing each server's NIC, as the resources layer counts them) and the slowdowns of its slots (each task
+    runs at the largest of its server's contention, its GPU's over-commit contention and its job's co-location
+    interference ratio on that GPU, ``gpu_xi[g]``: :mod:`clustergym.core.interference`). Returns (old traffic,
+    new traffic), each (rate, {(server a, server b): MB per iteration}, servers), when the job's NIC traffic
+    changed, else None."""
     p = job._pace
     old_cross, old_servers = p.cross, p.cross_servers
     old_rate = rate = job.rate
@@ -125,7 +128,7 @@ def refresh_rate(job: Job, intra: list[float], nic: list[float], flows: list[int
                 p.nic_key = key
                 p.slow_key = None
                 p.iter_times = {}
-        slow_key = tuple([gpu_slow[g] if g >= 0 and gpu_slow[g] > server_slow[s] else server_slow[s]
+        slow_key = tuple([max(server_slow[s], gpu_slow[g], gpu_xi[g].get(job, 1.0)) if g >= 0 else server_slow[s]
                           for s, g in p.slots])
         if slow_key != p.slow_key:
             p.slow_key = slow_key

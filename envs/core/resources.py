@@ -4,9 +4,11 @@ Contention model (README, "Overload and contention"): admission checks *nominal*
 cores, host memory must fit; GPU memory is never over-committed). Actual use varies around the demand (a
 per-job usage factor the engine resamples). A server is overloaded when any resource's actual utilisation
 (CPU, memory, NIC) exceeds ``h_r``, or any of its GPUs shared by several jobs has a summed utilisation above
-``h_r`` (one job alone keeps a GPU busy, it does not overload it). Tasks slow down in proportion to
-over-commitment: a GPU shared by several jobs whose summed utilisation ``u`` exceeds 1 runs each of them at
-``1/u``; a server whose CPU or memory use exceeds capacity slows all its tasks by the larger ratio. A
+``h_r`` (one job alone keeps a GPU busy, it does not overload it). A GPU shared by several jobs slows each
+by its co-location interference ratio (:mod:`clustergym.core.interference`: Gavel's measured pairs, else
+SJF-BSBF's injected ratio; :attr:`Resources.gpu_xi`); with ``SimConfig.interference = "off"`` instead in
+proportion to over-commitment: summed utilisation ``u`` above 1 runs each of them at ``1/u``. A server whose
+CPU or memory use exceeds capacity slows all its tasks by the larger ratio. A
 server's NIC is shared equally by the jobs whose placement sends cross-server bytes through it: this layer
 counts them (:attr:`Resources.nic_flows`) and reports the other jobs on a NIC when its count changes; the
 progress layer times their transfers at their share (:func:`clustergym.core.progress.nic_sharing`). NIC use
@@ -27,6 +29,7 @@ import numpy as np
 
 from .config import SimConfig
 from .hardware import ClusterSpec
+from .interference import NO_RATIOS, Interference
 from .job import Job, Task
 from .state import ClusterState, Mirrored
 
@@ -242,6 +245,10 @@ class Resources:
         # running tasks, for usage changes; dropped whenever one of its tasks is attached or detached
         self._layout: dict[Job, tuple] = {}
         self._static_fit: dict | None = None
+        # co-location interference: per GPU, {job: its ratio} for the jobs whose ratio there exceeds 1
+        self.interference = Interference(config.interference, config.interference_xi)
+        self.gpu_xi: list[dict[Job, float]] = [NO_RATIOS] * c.n_gpus
+        self._gpu_type = list(c.gpu_type)
 
     # ------------------------------------------------------------------------------------------ admission
     def fit(self, task: Task, server: int, gpu: int | None, moving: bool) -> tuple[str | None, int]:
@@ -527,10 +534,13 @@ class Resources:
         loads = self.gpu_load.values  # updated in place, published after the loop
         new_loads = []
         use_of, overloaded, slowdown = gpu_use, gpu_overloaded, contention  # (locals: read per GPU)
+        xi_on = self.interference.on
         for g in gpus:
             on_gpu = gpu_jobs[g]
             if on_gpu is None:
                 on_gpu = self._gpu_job_utils(g)
+                if xi_on:
+                    self._refresh_interference(g, on_gpu)
             n_jobs = len(on_gpu)
             if n_jobs == 1:  # the common exclusive case
                 job, util = on_gpu[0]
@@ -546,7 +556,8 @@ class Resources:
             if hot != gpu_hot[g]:
                 gpu_hot[g] = hot
                 server_hot[self._gpu_server[g]] += 1 if hot else -1
-            slow = 1.0 if n_jobs == 1 or load <= 1.0 else slowdown(load, step)
+            # with co-location interference on, its ratio is the whole cost of sharing (gpu_xi, not this rule)
+            slow = 1.0 if n_jobs == 1 or load <= 1.0 or xi_on else slowdown(load, step)
             if slow != gpu_slow[g]:
                 gpu_slow[g] = slow
                 slowed.extend([job for job, _ in on_gpu])
@@ -564,6 +575,15 @@ class Resources:
             if slow != server_slow[s]:
                 server_slow[s] = slow
                 slowed.extend([t.job for t in c.server_tasks[s]])
+
+    def _refresh_interference(self, g: int, on_gpu: tuple) -> None:
+        """Recompute GPU ``g``'s interference ratios after its jobs changed; report the jobs whose ratio changed
+        (those it had or has, in a deterministic order)."""
+        xi = self.interference.ratios([job for job, _ in on_gpu], self._gpu_type[g])
+        old = self.gpu_xi[g]
+        if xi != old:
+            self.gpu_xi[g] = xi
+            self.changes.jobs.extend([*old, *(job for job in xi if job not in old)])
 
     def _gpu_job_utils(self, g: int) -> tuple:
         """Rebuild _gpu_jobs[g] (and the GPU's job count). A job's use of the GPU is its busiest task's:

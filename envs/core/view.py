@@ -18,6 +18,7 @@ import numpy as np
 
 from . import progress
 from .commands import Command, command_error
+from .interference import Factor
 from .job import Job, Task
 from .lease import checkpoint_s
 from .resources import gpu_overloaded, gpu_use
@@ -169,6 +170,15 @@ class ClusterView:
     def overloaded_resources(self, server: int) -> np.ndarray:
         """Which of (GPU, CPU, memory, network) are above h_r on ``server`` (GPU: one of its GPUs)."""
         return np.array(self._sim.resources.overloaded_resources(server))
+
+    def gpu_jobs(self, g: int) -> tuple[Job, ...]:
+        """The distinct jobs with a task on GPU ``g``, in the order their tasks arrived."""
+        return tuple(dict.fromkeys(t.job for t in self._sim.cluster.gpu_tasks[g]))
+
+    def interference(self, model: str, other: str, gpu: int) -> Factor:
+        """``model``'s slowdown ratio while sharing GPU ``gpu`` with a job of model ``other``, with its source
+        (the simulator's rule: :mod:`clustergym.core.interference`)."""
+        return self._sim.resources.interference.pair(model, other, self.gpu_type[gpu])
 
     def command_error(self, cmd: Command) -> str | None:
         """Why the simulator would refuse ``cmd`` now, or None if it would accept it."""
