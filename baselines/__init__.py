@@ -13,15 +13,15 @@ from .gavel import Gavel
 from .graphene import Graphene
 from .hlas import HLAS
 from .hypersched import HyperSched
-from .mlfs import MLFC, MLFH, MLFSHC
+from .mlfs import MLFC, MLFH, MLFSHC, MLFSHCActions
 from .simple import EDF, FIFO, SJF, Random
 from .slaq import SLAQ
 from .tiresias import Tiresias
 from .unisched import UniSched
 
 REGISTRY: dict[str, type[Policy]] = {cls.name: cls for cls in (
-    MLFH, MLFSHC, HLAS, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF, EDF, Random,
-    UniSched)}
+    MLFH, MLFSHC, MLFSHCActions, HLAS, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF, EDF,
+    Random, UniSched)}
 
 
 def available() -> list[str]:

@@ -21,7 +21,7 @@ TINY = {"env": {"window_jobs": 10}, "train_max_steps": 100, "timesteps": 256, "n
         "bc_steps": 20, "bc_episodes": 2, "bc_holdout_episodes": 1, "bc_dagger_rounds": 1, "bc_dagger_episodes": 1,
         "bc_dagger_steps": 10, "bc_dagger_max_steps": 100, "eval_freq": 128, "eval_episodes": 1,
         "eval_max_steps": 100, "final_eval_episodes": 2, "final_eval_max_steps": 100,
-        "final_baselines": ["fifo", "mlf-h"], "progress_bar": False}
+        "final_baselines": ["fifo", "mlf-h"], "progress_bar": False, "expert_episodes": 1}
 
 
 def _cfg(overrides=None, config_file=None):

@@ -40,7 +40,11 @@ class TrainConfig:
     net_arch: list[int] = field(default_factory=lambda: [256, 256])  # mlp policy hidden layers (pi and vf)
     train_max_steps: int | None = 5000  # agent steps per training episode (truncation keeps episodes bounded)
     # behaviour cloning (warm start)
-    expert: str = "mlf-h"
+    # the teacher: a heuristic that acts through the env's actions alone, or "best": the best of
+    # expert_candidates on expert_episodes training windows by select_metric (train/teacher.py)
+    expert: str = "best"
+    expert_candidates: list[str] = field(default_factory=lambda: ["mlf-h", "mlfs-h+c-act", "tiresias", "sjf"])
+    expert_episodes: int = 5
     # a heuristic: train on the env's reward minus its reward on the same window (agents/relative_reward.py, an
     # input-dependent baseline; train/long.yaml uses it); None = the env's own reward
     reward_baseline: str | None = None
@@ -59,7 +63,8 @@ class TrainConfig:
     n_steps: int = 1024
     batch_size: int = 128
     n_epochs: int = 4
-    gamma: float = 0.998  # per agent step; a round takes several zero-time steps, so look far ahead
+    gamma: float = 1.0  # per agent step (zero-time steps within a round are not discounted by it)
+    gamma_hour: float | None = 0.9  # discount per simulated hour (agents/semi_mdp.py); None = per step only
     gae_lambda: float = 0.95
     clip_range: float = 0.1
     ent_coef: float = 0.0
@@ -73,11 +78,12 @@ class TrainConfig:
     val_seed: int = 20_000  # periodic-evaluation windows use reset(seed=val_seed + i)
     eval_max_steps: int | None = 10_000  # agent-step cap per periodic evaluation episode (MLF-H needs < 1,000)
     select_metric: str = "mean_jct_censored"  # best checkpoint: fewest unfinished jobs, then the best mean of this
-    eval_baselines: list[str] = field(default_factory=lambda: ["mlf-h", "fifo"])
+    eval_baselines: list[str] = field(default_factory=lambda: ["mlf-h", "mlfs-h+c", "fifo"])
     eval_seed: int = 10_000  # final-table windows use reset(seed=eval_seed + i)
     final_eval_episodes: int = 20  # held-out windows in the final results table
     final_eval_max_steps: int | None = 10_000  # agent-step cap per final evaluation episode (None = env's)
-    final_baselines: list[str] = field(default_factory=lambda: ["random", "fifo", "tiresias", "mlf-h", "mlfs-h+c"])
+    final_baselines: list[str] = field(default_factory=lambda: ["random", "fifo", "tiresias", "mlf-h", "mlfs-h+c",
+                                                                 "mlfs-h+c-act"])
     log_every: int = 2  # one-line summary every this many PPO rollouts
     progress_bar: bool = True
     out: str | None = None  # run folder; None = runs/<scenario>-<timestamp>
@@ -124,11 +130,12 @@ _COUNTS = {"timesteps": 0, "n_envs": 1, "torch_threads": 0, "d": 1, "n_steps": 1
            "train_max_steps": 1, "bc_steps": 0, "bc_episodes": 0, "bc_holdout_episodes": 0, "bc_dagger_rounds": 0,
            "bc_dagger_episodes": 0, "bc_dagger_steps": 0, "bc_dagger_max_steps": 1, "bc_batch_size": 1,
            "eval_freq": 0, "eval_episodes": 1, "eval_max_steps": 1, "final_eval_episodes": 0,
-           "final_eval_max_steps": 1, "log_every": 1}
+           "final_eval_max_steps": 1, "log_every": 1, "expert_episodes": 1}
 _MAY_BE_NONE = {"train_max_steps", "bc_dagger_max_steps", "eval_max_steps", "final_eval_max_steps"}
 _SEEDS = ("seed", "val_seed", "eval_seed")
 # real settings and their allowed interval (lo, hi, whether lo itself is allowed)
 _REALS = {"learning_rate": (0.0, math.inf, False), "bc_lr": (0.0, math.inf, False), "gamma": (0.0, 1.0, False),
+          "gamma_hour": (0.0, 1.0, False),
           "gae_lambda": (0.0, 1.0, True), "clip_range": (0.0, math.inf, False), "ent_coef": (0.0, math.inf, True),
           "vf_coef": (0.0, math.inf, True), "max_grad_norm": (0.0, math.inf, False),
           "target_kl": (0.0, math.inf, False), "bc_value_coef": (0.0, math.inf, True)}
@@ -175,7 +182,7 @@ def _check_numbers(c: TrainConfig) -> None:
             raise ConfigError(f"{key} must be an integer >= 0, got {getattr(c, key)!r}")
     for key, (lo, hi, lo_ok) in _REALS.items():
         v = getattr(c, key)
-        if v is None and key == "target_kl":  # no KL limit
+        if v is None and key in ("target_kl", "gamma_hour"):  # no KL limit; a discount per step only
             continue
         x = _real(key, v)
         if not ((lo <= x if lo_ok else lo < x) and x <= hi):
@@ -212,8 +219,11 @@ def _check_names(c: TrainConfig) -> None:
     for key in ("eval_baselines", "final_baselines"):
         if not isinstance(getattr(c, key), list):
             raise ConfigError(f"{key} must be a list of heuristic names, got {getattr(c, key)!r}")
-    heuristics = [("expert", c.expert), ("reward_baseline", c.reward_baseline)]
+    heuristics = [("reward_baseline", c.reward_baseline)]
     heuristics += [(key, n) for key in ("eval_baselines", "final_baselines") for n in getattr(c, key)]
+    if not isinstance(c.expert_candidates, list):
+        raise ConfigError(f"expert_candidates must be a list of heuristic names, got {c.expert_candidates!r}")
+    _check_teacher(c)
     for key, name in heuristics:
         if name is not None and name not in known:
             raise ConfigError(f"{key}: {name!r} is not a heuristic; one of {known}")
@@ -221,6 +231,20 @@ def _check_names(c: TrainConfig) -> None:
         direction(c.select_metric)
     except ValueError as e:
         raise ConfigError(f"select_metric: {e}") from None
+
+
+def _check_teacher(c: TrainConfig) -> None:
+    """The warm start's teacher (``expert``, or each of ``expert_candidates`` for "best") must be a heuristic
+    an agent can imitate (``clustergym.agents.bc.imitation_error``)."""
+    from clustergym.agents.bc import imitation_error
+
+    if c.expert == "best" and not c.expert_candidates:
+        raise ConfigError("expert_candidates must name at least one heuristic when expert is 'best'")
+    names = [("expert", c.expert)] if c.expert != "best" else []
+    for key, name in names + [("expert_candidates", n) for n in c.expert_candidates]:
+        why = imitation_error(name)
+        if why:
+            raise ConfigError(f"{key}: {why}")
 
 
 def load_config(config_file: str | Path | None = None, overrides: dict | None = None) -> TrainConfig:
