@@ -27,9 +27,12 @@ from clustergym.reward import objective_names
 class TrainConfig:
     scenario: str = "clustergym/GPUCluster-v1"
     env: dict = field(default_factory=dict)  # EnvConfig overrides of training and evaluation envs (e.g. window_jobs)
-    reward_weights: list[float] | None = None  # one weight per objective (OBJECTIVE_NAMES); None = the env's
+    # one weight per objective (OBJECTIVE_NAMES); default: mean JCT only, what the agent is judged on (the
+    # bandwidth term is about half the return under the env's weights: docs/training.md); None = the env's
+    reward_weights: list[float] | None = field(default_factory=lambda: jct_only_weights())
     timesteps: int = 30_000  # PPO environment steps (after the warm start)
-    n_envs: int = 1  # > 1: SubprocVecEnv (torch then uses 1 thread)
+    n_envs: int = 8  # training envs; their observations go through the network as one batch
+    vec_env: str = "dummy"  # dummy: every env in this process (batched forward); subproc: one process per env
     seed: int = 0
     device: str = "cpu"
     torch_threads: int = 1  # torch intra-op threads (1 is fastest for these small nets on 2 cores); 0 = torch's
@@ -60,8 +63,8 @@ class TrainConfig:
     bc_value_coef: float = 0.5
     # PPO
     learning_rate: float = 3.0e-5  # small steps and a tight KL target: PPO stays close to the cloned policy
-    n_steps: int = 1024
-    batch_size: int = 128
+    n_steps: int = 128  # per env: a rollout is n_envs x n_steps = 1,024 steps
+    batch_size: int = 256
     n_epochs: int = 4
     gamma: float = 1.0  # per agent step (zero-time steps within a round are not discounted by it)
     gamma_hour: float | None = 0.9  # discount per simulated hour (agents/semi_mdp.py); None = per step only
@@ -71,6 +74,7 @@ class TrainConfig:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     target_kl: float | None = 0.02
+    value_warmup_steps: int = 0  # first PPO env steps with only the critic learning (train/callbacks.py ValueWarmup)
     # evaluation on held-out windows (split="test"): periodic evaluation (which picks the best checkpoint) and the
     # final table use different windows, so the table is not measured on the windows the checkpoint was chosen on
     eval_freq: int = 10_000  # env steps between periodic evaluations (0 = only before and after training)
@@ -130,7 +134,8 @@ _COUNTS = {"timesteps": 0, "n_envs": 1, "torch_threads": 0, "d": 1, "n_steps": 1
            "train_max_steps": 1, "bc_steps": 0, "bc_episodes": 0, "bc_holdout_episodes": 0, "bc_dagger_rounds": 0,
            "bc_dagger_episodes": 0, "bc_dagger_steps": 0, "bc_dagger_max_steps": 1, "bc_batch_size": 1,
            "eval_freq": 0, "eval_episodes": 1, "eval_max_steps": 1, "final_eval_episodes": 0,
-           "final_eval_max_steps": 1, "log_every": 1, "expert_episodes": 1}
+           "final_eval_max_steps": 1, "log_every": 1, "expert_episodes": 1,
+           "value_warmup_steps": 0}
 _MAY_BE_NONE = {"train_max_steps", "bc_dagger_max_steps", "eval_max_steps", "final_eval_max_steps"}
 _SEEDS = ("seed", "val_seed", "eval_seed")
 # real settings and their allowed interval (lo, hi, whether lo itself is allowed)
@@ -139,7 +144,7 @@ _REALS = {"learning_rate": (0.0, math.inf, False), "bc_lr": (0.0, math.inf, Fals
           "gae_lambda": (0.0, 1.0, True), "clip_range": (0.0, math.inf, False), "ent_coef": (0.0, math.inf, True),
           "vf_coef": (0.0, math.inf, True), "max_grad_norm": (0.0, math.inf, False),
           "target_kl": (0.0, math.inf, False), "bc_value_coef": (0.0, math.inf, True)}
-_CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo")}
+_CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo"), "vec_env": ("dummy", "subproc")}
 
 
 def _is_int(v: Any) -> bool:
@@ -152,6 +157,12 @@ def _real(key: str, v: Any) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise ConfigError(f"{key} must be a finite number, got {v!r}")
     return float(v)
+
+
+def jct_only_weights() -> list[float]:
+    """Weight 1 on the JCT objective, 0 on every other of the registry: the return of a terminated episode is
+    then -mean JCT / time_scale exactly."""
+    return [1.0 if n == "jct" else 0.0 for n in objective_names()]
 
 
 def parse_weights(s: str | Sequence[float] | None) -> list[float] | None:
@@ -317,14 +328,18 @@ def _documented_flags() -> dict[str, dict]:
     D = TrainConfig()
     names = objective_names()
     n, weights = len(names), ",".join(f"{w:g}" for w in EnvConfig().reward_weights)
+    jct = ",".join(f"{w:g}" for w in jct_only_weights())
     return {
         "scenario": {"help": f"registered env id (default {D.scenario})"},
         "timesteps": {"type": int, "help": f"PPO env steps (default {D.timesteps})"},
-        "n_envs": {"type": int, "help": f"parallel envs; >1 uses SubprocVecEnv (default {D.n_envs})"},
+        "n_envs": {"type": int, "help": f"training envs, batched through the network (default {D.n_envs})"},
+        "vec_env": {"choices": _CHOICES["vec_env"], "help": "dummy: all envs in this process; subproc: one "
+                                                            f"worker process per env (default {D.vec_env})"},
         "seed": {"type": int, "help": f"seed (default {D.seed})"},
         "bc_steps": {"type": int, "help": f"BC gradient steps, 0 = no warm start (default {D.bc_steps})"},
         "reward_weights": {"help": f"the {n} objective weights ({', '.join(names)}; beta of MLFS Eq. 7) "
-                                   f"as comma-separated numbers (default: the env's {weights})"},
+                                   f"as comma-separated numbers, 'none' = the env's {weights} (default {jct}: "
+                                   "mean JCT only)"},
         "reward_baseline": {"metavar": "HEURISTIC", "help": "train on the reward minus this heuristic's on the same "
                             f"window, 'none' = the env's own reward (default {D.reward_baseline})"},
         "out": {"help": "run folder (default runs/<scenario>-<timestamp>)"},

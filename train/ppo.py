@@ -9,8 +9,8 @@ The recipe, in the order of this file (each phase one function; :func:`train` ca
 
 1. configuration: defaults, ``--config`` YAML and flags (``train/config.py``), the run folder
    (``train/rundir.py``: locked while the run is live, every file written atomically);
-2. environments: the training envs (``n_envs`` > 1: SubprocVecEnv), optionally on the reward relative to a
-   heuristic;
+2. environments: the ``n_envs`` training envs (in this process, or SubprocVecEnv workers with ``vec_env:
+   subproc``), optionally on the reward relative to a heuristic;
 3. model: (Maskable)PPO with the pairwise or MLP policy;
 4. warm start: behaviour cloning of the expert's rollouts, then DAgger rounds;
 5. PPO, with a periodic evaluation on held-out windows that keeps the best checkpoint (``train/callbacks.py``);
@@ -32,8 +32,8 @@ import numpy as np
 # absolute imports: this file also runs as a script (python train/ppo.py)
 from clustergym.config import ConfigError
 from clustergym.scenarios import make_env
-from clustergym.train.callbacks import (BCProgress, EvalCheckpointCallback, StopSignals, SummaryCallback, progress,
-                                        say, warnings_once)
+from clustergym.train.callbacks import (BCProgress, EvalCheckpointCallback, StopSignals, SummaryCallback,
+                                        ValueWarmup, progress, say, warnings_once)
 from clustergym.train.config import TrainConfig, config_from_args, make_parser
 from clustergym.eval.stats import selection_score  # noqa: F401  (the checkpoint ranking; tests use it from here)
 from clustergym.train.rundir import RunFolder, RunFolderError
@@ -60,13 +60,14 @@ def worker_env(env_id: str, config: dict):
 
 
 def training_envs(cfg: TrainConfig):
-    """``n_envs`` envs on training windows (DummyVecEnv for one, SubprocVecEnv for more), each with a Monitor
-    inside the reward wrapper, so logged episode returns stay the env's own objective."""
+    """``n_envs`` envs on training windows (DummyVecEnv: in this process, so one forward pass serves every env's
+    step; SubprocVecEnv with ``vec_env: subproc``), each with a Monitor inside the reward wrapper, so logged
+    episode returns stay the env's own objective."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     ecfg = cfg.train_env_config()
-    parallel = cfg.n_envs > 1
+    parallel = cfg.vec_env == "subproc"
     return make_vec_env(worker_env if parallel else make_env, n_envs=cfg.n_envs, seed=cfg.seed,
                         vec_env_cls=SubprocVecEnv if parallel else DummyVecEnv,
                         env_kwargs={"env_id": cfg.scenario, "config": ecfg}, wrapper_class=reward_wrapper(cfg, ecfg))
@@ -259,8 +260,12 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
                 from clustergym.agents.semi_mdp import SemiMDPCallback
 
                 cbs.insert(0, SemiMDPCallback())  # before any callback that may stop the rollout
+            if cfg.value_warmup_steps:
+                cbs.append(ValueWarmup(cfg.value_warmup_steps))
+            n0, t0 = model.num_timesteps, time.time()
             model.learn(cfg.timesteps - model.num_timesteps, callback=cbs, tb_log_name="ppo",
                         reset_num_timesteps=False, progress_bar=False)
+            say(throughput_line(model.num_timesteps - n0, time.time() - t0, cfg))
         folder.checkpoint(model)
     if stop.requested is not None or model.num_timesteps < cfg.timesteps:
         say(f"Interrupted at step {model.num_timesteps:,}; continue with: python train/ppo.py --resume "
@@ -271,6 +276,12 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
             model.set_logger(configure_logger(0, tb_dir, "ppo", False))
         periodic_eval(cfg, folder, model, model.logger)
     return True
+
+
+def throughput_line(steps: int, seconds: float, cfg: TrainConfig) -> str:
+    """PPO's speed: env steps per second of wall time, with the periodic evaluations inside it."""
+    return (f"PPO: {steps:,} env steps in {seconds:.0f} s: {steps / max(seconds, 1e-9):.0f} steps/s ({cfg.n_envs} "
+            f"env(s), {cfg.vec_env}; periodic evaluations included)")
 
 
 def _evaluate_and_checkpoint(cfg: TrainConfig, folder: RunFolder, model, logger) -> None:
@@ -325,8 +336,8 @@ def train(cfg: TrainConfig, resume: bool = False, stop_at: int | None = None) ->
 
     folder = RunFolder(cfg.out or cfg.default_out())
     cfg.out = str(folder.path)
-    if cfg.n_envs > 1 or cfg.torch_threads:
-        torch.set_num_threads(1 if cfg.n_envs > 1 else cfg.torch_threads)
+    if cfg.vec_env == "subproc" or cfg.torch_threads:
+        torch.set_num_threads(1 if cfg.vec_env == "subproc" else cfg.torch_threads)
     with folder.lock(), StopSignals() as stop, warnings_once():
         env = None
         try:
