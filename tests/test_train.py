@@ -284,3 +284,21 @@ def test_value_warmup_trains_only_the_critic_first():
     model.learn(64, callback=ValueWarmup(64), reset_num_timesteps=False)
     after = snapshot()
     assert any(not th.equal(mid[n], after[n]) for n in mid if n not in critic)  # then the actor learns
+
+
+def test_init_from_starts_ppo_from_a_saved_agent(tmp_path):
+    """``init_from`` copies a saved agent's policy weights into the new model instead of a warm start: with no
+    PPO step the new run's step-0 checkpoint holds exactly those weights."""
+    import torch as th
+
+    from clustergym.agents.io import load_agent
+
+    base = {**TINY, "bc_steps": 20, "timesteps": 0, "final_eval_episodes": 0}
+    first = ppo.train(_cfg({**base, "out": str(tmp_path / "a")}))
+    second = ppo.train(_cfg({**base, "bc_steps": 0, "init_from": first["out"], "out": str(tmp_path / "b")}))
+    with pytest.warns(UserWarning, match="pickle"):
+        a = load_agent(first["out"]).policy.state_dict()
+        b = load_agent(Path(second["out"]) / "best_model.zip").policy.state_dict()
+    assert a.keys() == b.keys() and all(th.equal(a[k], b[k]) for k in a)
+    with pytest.raises(ConfigError, match="init_from: .* not found"):
+        _cfg({"init_from": str(tmp_path / "missing.zip")})

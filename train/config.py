@@ -51,6 +51,9 @@ class TrainConfig:
     # a heuristic: train on the env's reward minus its reward on the same window (agents/relative_reward.py, an
     # input-dependent baseline; train/long.yaml uses it); None = the env's own reward
     reward_baseline: str | None = None
+    # a saved agent (a .zip, or a run folder: its best_model.zip, else final_model.zip, else the last
+    # checkpoint) whose policy weights start PPO instead of a warm start (e.g. a clone from an earlier run)
+    init_from: str | None = None
     bc_steps: int = 800  # gradient steps on the expert's own rollouts; 0 = no warm start
     bc_episodes: int = 40  # expert episodes on training windows
     bc_holdout_episodes: int = 5  # further expert episodes to measure agreement on unseen states
@@ -198,6 +201,8 @@ def _check_numbers(c: TrainConfig) -> None:
         x = _real(key, v)
         if not ((lo <= x if lo_ok else lo < x) and x <= hi):
             raise ConfigError(f"{key} must be in {'[' if lo_ok else '('}{lo:g}, {hi:g}], got {v!r}")
+    if c.init_from is not None and not Path(c.init_from).exists():
+        raise ConfigError(f"init_from: {c.init_from} not found (a saved agent .zip or a run folder)")
     if c.bc_steps > 0 and c.bc_episodes < 1:
         raise ConfigError("bc_episodes must be >= 1 when bc_steps > 0 (the warm start clones expert episodes)")
     if not isinstance(c.net_arch, list) or not c.net_arch or not all(_is_int(n) and n >= 1 for n in c.net_arch):

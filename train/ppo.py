@@ -363,7 +363,12 @@ def _train(cfg: TrainConfig, folder: RunFolder, env, resume: bool, stop: StopSig
         folder.start(cfg.to_dict())
         say(f"Run folder: {folder.path}\nTensorBoard: {folder.tensorboard_command()}", wrap=False)
         model = new_model(cfg, env, tb_dir)
-        if cfg.bc_steps > 0:
+        if cfg.init_from is not None:
+            from clustergym.agents.io import load_agent
+
+            model.policy.load_state_dict(load_agent(cfg.init_from, device=cfg.device, algo=cfg.algo).policy.state_dict())
+            say(f"Policy weights from {cfg.init_from}", wrap=False)
+        elif cfg.bc_steps > 0:
             folder.state["bc"] = warm_start(cfg, folder, model)
             folder.write_json("bc.json", folder.state["bc"])
     result = {"out": str(folder.path), "bc": folder.state.get("bc"), "results_md": None, "results": []}
