@@ -26,20 +26,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--split", default="train")
     a = p.parse_args(argv)
     beta = np.asarray(EnvConfig().reward_weights)
-    terms, jct = [], []
+    sums, jct = [], []
     for policy in a.policies:
         for r in evaluate(policy, a.scenario, {"split": a.split}, a.seeds):
-            t = beta * np.array([r[f"objective_{n}"] for n in OBJECTIVE_NAMES])
-            terms.append(t)
+            g = np.array([r[f"objective_{n}"] for n in OBJECTIVE_NAMES])
+            sums.append(g)
+            t = beta * g
             jct.append(r["mean_jct"] / 3600)
             print(f"{policy} {r['seed']}: mean JCT {jct[-1]:.2f} h, "
                   + ", ".join(f"{n} {v:+.3f}" for n, v in zip(OBJECTIVE_NAMES, t)), flush=True)
-    c, jct = np.array(terms), np.array(jct)
+    g, jct = np.array(sums), np.array(jct)
+    c = beta * g
     share = np.abs(c).mean(0) / np.abs(c).mean(0).sum()
     print("share of mean |beta_i G_i|: " + ", ".join(f"{n} {s:.1%}" for n, s in zip(OBJECTIVE_NAMES, share)))
     jct_only = np.array(jct_only_weights())
     for label, w in (("env weights", beta), ("JCT only", jct_only)):
-        ret = (c / beta * w).sum(1)
+        ret = (g * w).sum(1)
         print(f"{label}: corr(return, -mean JCT) = {np.corrcoef(ret, -jct)[0, 1]:.3f} over {len(jct)} episodes")
 
 
