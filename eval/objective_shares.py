@@ -5,7 +5,7 @@ default weights, and how closely the return tracks mean JCT, per policy on train
 
 For every episode prints beta_i G_i per objective; then the share of the mean |beta_i G_i| of each objective,
 and the correlation over all episodes between the return and -mean JCT, with the env's weights and with the
-JCT objective alone (training's default weights, ``train/config.py``).
+JCT objective alone (training's default weights, ``clustergym.reward.single_objective_weights("jct")``).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import numpy as np
 def main(argv: list[str] | None = None) -> None:
     from clustergym.config import OBJECTIVE_NAMES, EnvConfig
     from clustergym.eval.rollout import evaluate
-    from clustergym.train.config import jct_only_weights
+    from clustergym.reward import single_objective_weights
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--scenario", default="clustergym/GPUCluster-v1")
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     c = beta * g
     share = np.abs(c).mean(0) / np.abs(c).mean(0).sum()
     print("share of mean |beta_i G_i|: " + ", ".join(f"{n} {s:.1%}" for n, s in zip(OBJECTIVE_NAMES, share)))
-    jct_only = np.array(jct_only_weights())
+    jct_only = np.array(single_objective_weights("jct"))
     for label, w in (("env weights", beta), ("JCT only", jct_only)):
         ret = (g * w).sum(1)
         print(f"{label}: corr(return, -mean JCT) = {np.corrcoef(ret, -jct)[0, 1]:.3f} over {len(jct)} episodes")

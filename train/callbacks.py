@@ -203,9 +203,10 @@ class SummaryCallback(BaseCallback):
 
 class ValueWarmup(BaseCallback):
     """Critic-only PPO for the first ``steps`` env steps: before each PPO update that starts below ``steps``
-    every parameter outside the critic (its head, ``value_net``, and its own encoder when not shared) is frozen, so the actor,
-    and the encoder it shares with the critic, stay the clone while the critic learns the values of the
-    cloned policy under the training reward; afterwards everything trains. Logs ``train/actor_frozen``."""
+    every parameter outside the critic (its head, ``value_net``, and its own encoder when not shared) is
+    frozen, so the actor, and the encoder it shares with the critic, stay the clone while the critic learns
+    the values of the cloned policy under the training reward; afterwards everything trains. Logs
+    ``train/actor_frozen``."""
 
     def __init__(self, steps: int):
         super().__init__()

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import yaml
 
 from clustergym.config import ConfigError
-from clustergym.reward import objective_names
+from clustergym.reward import objective_names, single_objective_weights
 
 
 @dataclass
@@ -165,9 +165,8 @@ def _real(key: str, v: Any) -> float:
 
 
 def jct_only_weights() -> list[float]:
-    """Weight 1 on the JCT objective, 0 on every other of the registry: the return of a terminated episode is
-    then -mean JCT / time_scale exactly."""
-    return [1.0 if n == "jct" else 0.0 for n in objective_names()]
+    """Training's default reward weights: the JCT objective alone (``clustergym.reward.single_objective_weights``)."""
+    return list(single_objective_weights("jct"))
 
 
 def parse_weights(s: str | Sequence[float] | None) -> list[float] | None:

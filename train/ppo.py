@@ -87,7 +87,8 @@ def new_model(cfg: TrainConfig, env, tb_dir: str):
     if cfg.gamma_hour is not None:  # discount per simulated second (agents/semi_mdp.py)
         from clustergym.agents.semi_mdp import buffer_class
 
-        buffer = {"rollout_buffer_class": buffer_class(cfg.algo), "rollout_buffer_kwargs": {"gamma_hour": cfg.gamma_hour}}
+        buffer = {"rollout_buffer_class": buffer_class(cfg.algo),
+                  "rollout_buffer_kwargs": {"gamma_hour": cfg.gamma_hour}}
     return Algo(policy_cls, env, learning_rate=cfg.learning_rate, n_steps=cfg.n_steps, batch_size=cfg.batch_size,
                 n_epochs=cfg.n_epochs, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda, clip_range=cfg.clip_range,
                 ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm, target_kl=cfg.target_kl,
@@ -128,7 +129,8 @@ def warm_start(cfg: TrainConfig, folder: RunFolder, model) -> dict:
     say(f"  after BC on the expert's rollouts: held-out agreement {after_bc:.3f}")
     expert_states = int(len(data["actions"]))
     data, dagger = dagger_rounds(cfg, expert, model, data, hold, base, wrap, writer)
-    res = {"expert": expert, "expert_choice": choice, "train_states": int(len(data["actions"])), "expert_states": expert_states,
+    res = {"expert": expert, "expert_choice": choice, "train_states": int(len(data["actions"])),
+           "expert_states": expert_states,
            "dagger": dagger, "holdout_states": int(len(hold["actions"])) if hold is not None else 0,
            "agreement_train": agree(data), "agreement_holdout": agree(hold),
            "agreement_holdout_before": before, "agreement_holdout_bc_only": after_bc,
@@ -366,7 +368,8 @@ def _train(cfg: TrainConfig, folder: RunFolder, env, resume: bool, stop: StopSig
         if cfg.init_from is not None:
             from clustergym.agents.io import load_agent
 
-            model.policy.load_state_dict(load_agent(cfg.init_from, device=cfg.device, algo=cfg.algo).policy.state_dict())
+            saved = load_agent(cfg.init_from, device=cfg.device, algo=cfg.algo)
+            model.policy.load_state_dict(saved.policy.state_dict())
             say(f"Policy weights from {cfg.init_from}", wrap=False)
         elif cfg.bc_steps > 0:
             folder.state["bc"] = warm_start(cfg, folder, model)

@@ -1,7 +1,7 @@
 """PPO training throughput: env steps per second of ``MaskablePPO.learn`` with the default recipe's network
 and hyper-parameters (``train/config.py``), rollouts and updates together, no warm start, no evaluation.
 
-    .venv/bin/python eval/bench_train.py [--n-envs 8] [--steps 2048] [--batch-size 256] [--threads 1]
+    .venv/bin/python train/bench.py [--n-envs 8] [--steps 2048] [--batch-size 256] [--threads 1]
                                          [--vec-env dummy] [--profile]
 
 Prints wall-clock steps/s and steps per CPU-second of this process (``time.process_time``; with
