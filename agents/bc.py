@@ -19,18 +19,37 @@ import torch as th
 from clustergym.scenarios import make_env
 
 from .policies import actor_features, masked_logits
+from .semi_mdp import discounted_returns, step_discounts
 
 
-def _labelled_rollouts(env, seeds: Iterable[int], choose, gamma: float, max_steps: int | None) -> dict[str, Any]:
+def imitation_error(name: str) -> str | None:
+    """Why heuristic ``name`` cannot be a behaviour-cloning teacher (None if it can): it must act only through
+    the env's actions, not attach a controller to the simulator (:meth:`Policy.attach`)."""
+    from clustergym import baselines
+    from clustergym.baselines.base import Policy
+
+    cls = baselines.REGISTRY.get(name)
+    if cls is None:
+        return f"{name!r} is not a heuristic; one of {baselines.available()}"
+    if cls.attach is not Policy.attach:
+        alt = " (use 'mlfs-h+c-act', MLF-C as stop-option actions)" if name == "mlfs-h+c" else ""
+        return (f"{name!r} attaches a controller to the simulator, which acts between the agent's actions: an "
+                f"agent cannot imitate it{alt}")
+    return None
+
+
+def _labelled_rollouts(env, seeds: Iterable[int], choose, gamma: float, max_steps: int | None,
+                       gamma_hour: float | None = None) -> dict[str, Any]:
     """Run one episode per seed; ``choose(obs, mask) -> (label, action)`` gives the expert's label for the
     state and the action actually taken. Records (observation, mask, label, discounted return of the taken
-    actions) for every step."""
+    actions) for every step; the discount is PPO's (:func:`clustergym.agents.semi_mdp.step_discounts`: per
+    step, or per simulated hour with ``gamma_hour``), so the cloned critic predicts what PPO will fit."""
     u = env.unwrapped
     obs_buf: dict[str, list] = {}
     masks, actions, returns, episodes = [], [], [], 0
     for seed in seeds:
         obs, info = env.reset(seed=int(seed))
-        rewards = []
+        rewards, elapsed = [], []
         done, steps = bool(info.get("summary")), 0
         while not done and (max_steps is None or steps < max_steps):
             m = u.action_masks()
@@ -41,13 +60,10 @@ def _labelled_rollouts(env, seeds: Iterable[int], choose, gamma: float, max_step
             actions.append(label)
             obs, r, term, trunc, info = env.step(a)
             rewards.append(float(r))
+            elapsed.append(float(info["elapsed_s"]))
             done = term or trunc
             steps += 1
-        g, ret = 0.0, []
-        for r in reversed(rewards):
-            g = r + gamma * g
-            ret.append(g)
-        returns.extend(reversed(ret))
+        returns.extend(discounted_returns(rewards, step_discounts(elapsed, gamma, gamma_hour)))
         episodes += 1
     env.close()
     return {"obs": {k: np.stack(v) for k, v in obs_buf.items()}, "masks": np.stack(masks).astype(bool),
@@ -61,7 +77,8 @@ def _env(env_id: str, config: dict | None, wrap: Callable | None):
 
 
 def collect(expert: str, env_id: str, config: dict | None, seeds: Iterable[int], gamma: float = 0.99,
-            max_steps: int | None = 5000, wrap: Callable | None = None) -> dict[str, Any]:
+            max_steps: int | None = 5000, wrap: Callable | None = None,
+            gamma_hour: float | None = None) -> dict[str, Any]:
     """``wrap(env)``, if given, wraps the env the returns are computed on (the training reward, e.g.
     :class:`clustergym.agents.relative_reward.RelativeToHeuristic`), so the cloned critic matches what PPO will see."""
     from clustergym import baselines
@@ -73,11 +90,12 @@ def collect(expert: str, env_id: str, config: dict | None, seeds: Iterable[int],
         a = int(agent.predict(obs, action_masks=m)[0])
         return a, a
 
-    return _labelled_rollouts(env, seeds, choose, gamma, max_steps)
+    return _labelled_rollouts(env, seeds, choose, gamma, max_steps, gamma_hour)
 
 
 def collect_dagger(policy, expert: str, env_id: str, config: dict | None, seeds: Iterable[int],
-                   gamma: float = 0.99, max_steps: int | None = 2000, wrap: Callable | None = None) -> dict[str, Any]:
+                   gamma: float = 0.99, max_steps: int | None = 2000, wrap: Callable | None = None,
+                   gamma_hour: float | None = None) -> dict[str, Any]:
     """Roll out ``policy`` (an SB3 policy, greedy masked actions) and label each visited state with ``expert``'s
     action (DAgger). Same format as :func:`collect`; ``returns`` are the learner's discounted returns."""
     from clustergym import baselines
@@ -94,7 +112,7 @@ def collect_dagger(policy, expert: str, env_id: str, config: dict | None, seeds:
         agent.record_taken(a)  # the expert's later labels in this round build on the learner's move, not its own
         return a_exp, a
 
-    return _labelled_rollouts(env, seeds, choose, gamma, max_steps)
+    return _labelled_rollouts(env, seeds, choose, gamma, max_steps, gamma_hour)
 
 
 def merge(*datasets: dict) -> dict[str, Any]:

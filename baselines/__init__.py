@@ -13,7 +13,7 @@ from .gavel import Gavel
 from .graphene import Graphene
 from .hlas import HLAS
 from .hypersched import HyperSched
-from .mlfs import MLFC, MLFH, MLFSHC
+from .mlfs import MLFC, MLFH, MLFSHC, MLFSHCActions
 from .simple import EDF, FIFO, SJF, Random
 from .sjfbsbf import SJFBSBF, SJFFFS, SJFBySize
 from .slaq import SLAQ
@@ -21,8 +21,8 @@ from .tiresias import Tiresias
 from .unisched import UniSched
 
 REGISTRY: dict[str, type[Policy]] = {cls.name: cls for cls in (
-    MLFH, MLFSHC, HLAS, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF, EDF, Random,
-    UniSched, SJFBSBF, SJFFFS, SJFBySize)}
+    MLFH, MLFSHC, MLFSHCActions, HLAS, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF, EDF,
+    Random, UniSched, SJFBSBF, SJFFFS, SJFBySize)}
 
 
 def available() -> list[str]:

@@ -310,3 +310,46 @@ class MLFSHC(MLFH):
             # when an overload ends, jobs go back to the option MLFS runs them with (OptStop), not to run-all
             self.controller = MLFC(self.fallback, restore_option=self.system_stop_option)
             sim.controllers.append(self.controller)
+
+
+@dataclass
+class MLFSHCActions(MLFH):
+    """MLFS-H+C acting only through the env's actions: MLF-H, then MLF-C's stop-option changes as "stop-option"
+    commands instead of a controller attached to the simulator. This is the form an agent can imitate (an
+    agent has no controller; it changes a job's stopping rule through the stop-option columns of its row).
+
+    The rule is MLF-C's own (:meth:`LoadControl.changes`: under overload every changeable job whose
+    ``fallback`` target comes first moves there; when the overload ends the jobs moved go back to OptStop).
+    Our choices where the action form cannot do what the controller does: MLF-C's commands come after
+    MLF-H's preferences, so the overload is judged on what the round's placements left queued (the
+    controller runs after the round); they reach only the jobs with a row in the window (waiting rows,
+    migration rows, at most ``running_rows`` running-job rows) and only at decision points (the controller
+    also acts at ticks without a decision); a job's rule changes at most once per round (the env's rule)."""
+
+    name = "mlfs-h+c-act"
+    source = "MLFS (CoNEXT'20) §3.3 (MLF-H) + §3.5 (MLF-C), MLF-C as stop-option actions"
+    fallback: str = "requirement"
+
+    def new_episode(self, view: ClusterView) -> None:
+        super().new_episode(view)
+        self.control = LoadControl(self.fallback, restore_option=self.system_stop_option)  # rule and memory only
+
+    def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        yield from super().preferences(view, cands)
+        overloaded = view.cluster_overloaded()
+        for job, option in self.control.changes(overloaded, view.active_jobs()):
+            if option == job.stop_option:  # a restore with nothing to change: only forget the job
+                self.control.note(job.jid, False)
+                continue
+            cmd = Command("stop-option", jid=job.jid, option=option)
+            if view.command_error(cmd) is None:
+                yield cmd
+
+    def observe(self, view: ClusterView, cmd: Command) -> None:
+        super().observe(view, cmd)
+        if cmd.kind != "stop-option":
+            return
+        if cmd.option == self.fallback:
+            self.control.note(cmd.jid, True)
+        elif self.control.moved(cmd.jid):
+            self.control.note(cmd.jid, False)

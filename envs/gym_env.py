@@ -141,7 +141,8 @@ class ClusterEnv(gym.Env):
     the terminal observation again with reward 0 (a zero vector with ``vector_reward``).
 
     **Info** on reset and every step: ``action_mask`` (bool), ``objectives``, ``sim_time``, ``steps``,
-    ``round_actions``; on reset also ``episode`` (window start, seeds, ``dropped_jobs``: ids of mapped jobs
+    ``round_actions``; on every step ``elapsed_s`` (the simulated seconds the step advanced: 0 for a step
+    within a round; what a semi-MDP discount per simulated second needs, ``clustergym.agents.semi_mdp``); on reset also ``episode`` (window start, seeds, ``dropped_jobs``: ids of mapped jobs
     left out because they can never run on the cluster; with ``load`` also ``offered_load``,
     ``trace_offered_load`` and ``arrival_scale``). **Seeding**: only ``reset(seed=...)``;
     the window, mapping seed and simulator seed are drawn from ``self.np_random``.
@@ -262,8 +263,9 @@ class ClusterEnv(gym.Env):
         if self._done:
             zero = np.zeros(self.reward_fn.dim, np.float32) if self.config.vector_reward else 0.0
             return (self._make_obs(), zero, self._terminated, self._truncated,
-                    {**self._info(np.zeros(self.reward_fn.dim)), **self._end_info()})
+                    {**self._info(np.zeros(self.reward_fn.dim)), "elapsed_s": 0.0, **self._end_info()})
         self._steps += 1
+        t0 = self.sim.now
         info_extra: dict[str, Any] = {}
         penalty = 0.0
         w = self.window
@@ -286,6 +288,7 @@ class ClusterEnv(gym.Env):
         if not self._done and self.config.max_steps is not None and self._steps >= self.config.max_steps:
             self._done = self._truncated = True
         info = self._info(g)
+        info["elapsed_s"] = self.sim.now - t0  # simulated seconds this step advanced (semi-MDP discounting)
         if info_extra:
             info.update(info_extra)
         if self._done:

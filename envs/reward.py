@@ -74,6 +74,14 @@ def objective_names() -> tuple[str, ...]:
     return tuple(o.name for o in OBJECTIVES)
 
 
+def single_objective_weights(name: str) -> tuple[float, ...]:
+    """Weight 1 on objective ``name`` and 0 on every other of the registry (e.g. "jct": the return of a
+    terminated episode is then -mean JCT / time_scale exactly)."""
+    if name not in objective_names():
+        raise ValueError(f"unknown objective {name!r}; one of {objective_names()}")
+    return tuple(1.0 if n == name else 0.0 for n in objective_names())
+
+
 def default_weights() -> tuple[float, ...]:
     return tuple(float(o.weight) for o in OBJECTIVES)
 

@@ -138,6 +138,15 @@ def direction(metric: str) -> int:
         raise ValueError(f"metric {metric!r} has no better direction; one of {sorted(DIRECTIONS)}") from None
 
 
+def selection_score(means: dict[str, float], metric: str) -> tuple[float, float]:
+    """Ranking of a policy by its mean metrics over windows (smaller is better): mean unfinished jobs per window
+    first (a policy cannot look good by leaving jobs waiting until the step cap), then ``metric`` in its
+    better direction; a missing or non-finite value ranks last. Training ranks its checkpoints and its
+    teacher candidates with it (``train/ppo.py``, ``train/teacher.py``)."""
+    v = float(means.get(metric, float("nan")))
+    return float(means.get("unfinished", 0.0)), (-direction(metric) * v if np.isfinite(v) else float("inf"))
+
+
 # --------------------------------------------------------------------------- tables
 
 

@@ -167,6 +167,29 @@ def test_separate_critic_encoder_trains_and_clones():
     model.learn(64)
 
 
+def test_padding_rows_are_cut_without_changing_any_score():
+    """The encoder scores only the rows up to the last present one in the batch; the logits equal those of
+    the whole window (padding rows masked), for a batch whose states show different numbers of rows."""
+    env = make_env(ENV_ID, {"window_jobs": 30})
+    model = _model(env)
+    enc = model.policy.pi_features_extractor.encoder
+    obs, _ = env.reset(seed=1)
+    states = []
+    for i in range(60):
+        states.append(obs)
+        obs, *_ = env.step(int(np.flatnonzero(env.unwrapped.action_masks())[i % 2]))
+    o = {k: th.as_tensor(np.stack([s[k] for s in states]), dtype=th.float32) for k in states[0]}
+    present = (o["tasks"].abs().sum(-1) > 0).sum(1)
+    assert len(set(present.tolist())) > 1 and present.max() < env.unwrapped.W
+    with th.no_grad():
+        cut, pooled_cut = enc(o)
+        full, pooled_full = enc._scores(o)
+    assert cut.shape == full.shape
+    assert th.allclose(cut, full, atol=1e-4, rtol=1e-5) and th.allclose(pooled_cut, pooled_full, atol=1e-5)
+    valid = o["action_mask"] > 0.5
+    assert th.equal(cut.argmax(-1), full.argmax(-1)) and (cut[~valid] == -1e8).all()
+
+
 def test_pair_features_use_the_envs_overload_threshold(tmp_path):
     from clustergym.agents.policies import pair_features
     from clustergym.agents.io import load_agent
@@ -190,7 +213,8 @@ def test_pair_features_use_the_envs_overload_threshold(tmp_path):
     with th.no_grad():
         model.policy.extract_features(o, model.policy.pi_features_extractor)
     hook.remove()
-    assert th.equal(seen["x"], x08)
+    n = seen["x"].shape[1]  # the network scores the rows up to the last present one
+    assert th.equal(seen["x"], x08[:, :n]) and not o["tasks"][:, n:].any()
     # the threshold is saved with the model and restored on load
     model.save(tmp_path / "m.zip")
     with pytest.warns(UserWarning, match="pickle"):

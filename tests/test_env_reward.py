@@ -100,3 +100,25 @@ def test_registry_errors_name_the_objective():
             env.reset(seed=0)
     finally:
         reward.OBJECTIVES[:] = saved
+
+
+def test_single_objective_weights_make_the_return_minus_mean_jct():
+    """Weight 1 on "jct" and 0 elsewhere: a terminated episode's return is -mean JCT / time_scale (training's
+    default reward weights)."""
+    import numpy as np
+
+    from clustergym.config import OBJECTIVE_NAMES
+    from clustergym.reward import single_objective_weights
+    from clustergym.scenarios import make_env
+
+    w = single_objective_weights("jct")
+    assert w == tuple(1.0 if n == "jct" else 0.0 for n in OBJECTIVE_NAMES)
+    with pytest.raises(ValueError, match="unknown objective 'jc'"):
+        single_objective_weights("jc")
+    env = make_env("clustergym/GPUCluster-v1", {"window_jobs": 8, "reward_weights": list(w)})
+    obs, info = env.reset(seed=0)
+    ret, done = 0.0, False
+    while not done:
+        obs, r, term, trunc, info = env.step(int(np.flatnonzero(env.unwrapped.action_masks())[0]))
+        ret, done = ret + r, term or trunc
+    assert term and ret == pytest.approx(-info["summary"]["mean_jct"] / env.unwrapped.config.time_scale)

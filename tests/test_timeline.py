@@ -29,7 +29,8 @@ def test_off_by_default_and_recording_changes_nothing():
     assert SimConfig().record_timeline is False
     off, on = simulate(False), simulate(True)
     assert off.timeline is OFF and not off.timeline.recording
-    assert off.summary() == on.summary() and off.job_records() == on.job_records()
+    # repr: NaN summary entries (no best-effort jobs: mean_be_jct) compare equal only as text
+    assert repr(off.summary()) == repr(on.summary()) and off.job_records() == on.job_records()
     with pytest.raises(SimConfigError, match="record_timeline must be True or False"):
         SimConfig(record_timeline=1)
 

@@ -17,11 +17,11 @@ from helpers import markdown_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 
-TINY = {"env": {"window_jobs": 10}, "train_max_steps": 100, "timesteps": 256, "n_steps": 128, "batch_size": 64, "n_epochs": 1,
+TINY = {"env": {"window_jobs": 10}, "n_envs": 1, "train_max_steps": 100, "timesteps": 256, "n_steps": 128, "batch_size": 64, "n_epochs": 1,
         "bc_steps": 20, "bc_episodes": 2, "bc_holdout_episodes": 1, "bc_dagger_rounds": 1, "bc_dagger_episodes": 1,
         "bc_dagger_steps": 10, "bc_dagger_max_steps": 100, "eval_freq": 128, "eval_episodes": 1,
         "eval_max_steps": 100, "final_eval_episodes": 2, "final_eval_max_steps": 100,
-        "final_baselines": ["fifo", "mlf-h"], "progress_bar": False}
+        "final_baselines": ["fifo", "mlf-h"], "progress_bar": False, "expert_episodes": 1}
 
 
 def _cfg(overrides=None, config_file=None):
@@ -168,6 +168,10 @@ def test_every_setting_has_a_flag_read_as_its_type():
     ({"eval_baselines": "fifo"}, "eval_baselines must be a list"),
     ({"learning_rate": "3e-5"}, "write 3.0e-5"),
     ({"gamma": 1.5}, r"gamma must be in \(0, 1\]"),
+    ({"gamma_hour": 0.0}, r"gamma_hour must be in \(0, 1\]"),
+    ({"vec_env": "threads"}, r"vec_env must be one of \['dummy', 'subproc'\]"),
+    ({"expert_candidates": "mlf-h"}, "expert_candidates must be a list"),
+    ({"expert_episodes": 0}, "expert_episodes must be an integer >= 1"),
     ({"clip_range": float("nan")}, "clip_range must be a finite number"),
     ({"reward_weights": [1, 0, 0, 0, 0, 0, float("inf")]}, "all finite"),
     ({"scenario": "clustergym/Nope-v0"}, "not a registered env id"),
@@ -250,3 +254,51 @@ def test_reward_baseline_flag_and_its_errors():
         _cfg({"reward_baseline": "mlf-x"})
     for none in ("none", "None"):  # as the flag or a YAML file spells it: the env's own reward
         assert _cfg({"reward_baseline": none}).reward_baseline is None
+
+
+def test_value_warmup_trains_only_the_critic_first():
+    """During the warm-up every parameter outside the critic stays the clone's; after it the actor learns."""
+    import torch as th
+    from sb3_contrib import MaskablePPO
+
+    from clustergym.agents.policies import overload_threshold, policy_spec
+    from clustergym.scenarios import make_env
+    from clustergym.train.callbacks import ValueWarmup
+
+    env = make_env("clustergym/GPUCluster-v1", {"window_jobs": 6, "cluster": "tiny-8", "window_size": 8,
+                                                "n_destinations": 4})
+    cls, kw = policy_spec("pairwise", "maskable", d=16, overload_threshold=overload_threshold(env))
+    model = MaskablePPO(cls, env, n_steps=64, batch_size=32, n_epochs=2, learning_rate=1e-3, policy_kwargs=kw, seed=0)
+    pol = model.policy
+    critic = {n for n, _ in pol.named_parameters() if n.startswith(("mlp_extractor.vf", "value_net"))}
+    assert critic and len(critic) < len(list(pol.parameters()))
+
+    def snapshot():
+        return {n: p.detach().clone() for n, p in pol.named_parameters()}
+
+    before = snapshot()
+    model.learn(64, callback=ValueWarmup(64))
+    mid = snapshot()
+    assert all(th.equal(before[n], mid[n]) for n in before if n not in critic)  # the actor and encoder: unchanged
+    assert any(not th.equal(before[n], mid[n]) for n in critic)
+    model.learn(64, callback=ValueWarmup(64), reset_num_timesteps=False)
+    after = snapshot()
+    assert any(not th.equal(mid[n], after[n]) for n in mid if n not in critic)  # then the actor learns
+
+
+def test_init_from_starts_ppo_from_a_saved_agent(tmp_path):
+    """``init_from`` copies a saved agent's policy weights into the new model instead of a warm start: with no
+    PPO step the new run's step-0 checkpoint holds exactly those weights."""
+    import torch as th
+
+    from clustergym.agents.io import load_agent
+
+    base = {**TINY, "bc_steps": 20, "timesteps": 0, "final_eval_episodes": 0}
+    first = ppo.train(_cfg({**base, "out": str(tmp_path / "a")}))
+    second = ppo.train(_cfg({**base, "bc_steps": 0, "init_from": first["out"], "out": str(tmp_path / "b")}))
+    with pytest.warns(UserWarning, match="pickle"):
+        a = load_agent(first["out"]).policy.state_dict()
+        b = load_agent(Path(second["out"]) / "best_model.zip").policy.state_dict()
+    assert a.keys() == b.keys() and all(th.equal(a[k], b[k]) for k in a)
+    with pytest.raises(ConfigError, match="init_from: .* not found"):
+        _cfg({"init_from": str(tmp_path / "missing.zip")})

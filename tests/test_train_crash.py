@@ -18,11 +18,11 @@ from clustergym.train.config import load_config
 from clustergym.train.rundir import ResumeError, RunLock, RunLocked
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = {"env": {"window_jobs": 10}, "train_max_steps": 100, "timesteps": 512, "n_steps": 128, "batch_size": 64,
+TINY = {"env": {"window_jobs": 10}, "n_envs": 1, "train_max_steps": 100, "timesteps": 512, "n_steps": 128, "batch_size": 64,
         "n_epochs": 1, "bc_steps": 0, "eval_freq": 128, "eval_episodes": 1, "eval_max_steps": 100,
         "final_eval_episodes": 1, "final_eval_max_steps": 100, "final_baselines": ["fifo"],
         "eval_baselines": ["fifo"], "progress_bar": False}
-TINY_FLAGS = ["--env", "{window_jobs: 10}", "--train-max-steps", "100", "--n-steps", "128", "--batch-size", "64",
+TINY_FLAGS = ["--env", "{window_jobs: 10}", "--n-envs", "1", "--train-max-steps", "100", "--n-steps", "128", "--batch-size", "64",
               "--n-epochs", "1", "--bc-steps", "0", "--eval-episodes", "1", "--eval-max-steps", "100",
               "--eval-baselines", "[fifo]", "--final-eval-episodes", "1", "--final-eval-max-steps", "100",
               "--final-baselines", "[fifo]", "--no-progress"]
@@ -149,7 +149,7 @@ def _stop_by_signal(tmp_path: Path, sig: int, n_envs: int, whole_group: bool) ->
     """Start ``train/ppo.py`` as a user would, send ``sig`` once PPO learns, return its outcome."""
     out = tmp_path / "run"
     cmd = [sys.executable, str(ROOT / "train" / "ppo.py"), *TINY_FLAGS, "--timesteps", "1000000", "--eval-freq",
-           "100000", "--n-envs", str(n_envs), "--out", str(out)]
+           "100000", "--n-envs", str(n_envs), "--vec-env", "subproc" if n_envs > 1 else "dummy", "--out", str(out)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                             start_new_session=True)
     lines = []

@@ -201,6 +201,33 @@ class SummaryCallback(BaseCallback):
             self.bar.close()
 
 
+class ValueWarmup(BaseCallback):
+    """Critic-only PPO for the first ``steps`` env steps: before each PPO update that starts below ``steps``
+    every parameter outside the critic (its head, ``value_net``, and its own encoder when not shared) is
+    frozen, so the actor, and the encoder it shares with the critic, stay the clone while the critic learns
+    the values of the cloned policy under the training reward; afterwards everything trains. Logs
+    ``train/actor_frozen``."""
+
+    def __init__(self, steps: int):
+        super().__init__()
+        self.steps = int(steps)
+
+    def _on_rollout_end(self) -> None:
+        frozen = self.num_timesteps <= self.steps
+        policy = self.model.policy
+        head = getattr(policy.mlp_extractor, "vf", None) or policy.mlp_extractor.value_net  # pairwise | SB3 MLP
+        modules = [head, policy.value_net]
+        if not policy.share_features_extractor:  # the critic's own encoder is the critic's too
+            modules.append(policy.vf_features_extractor)
+        critic = {id(p) for m in modules for p in m.parameters()}
+        for p in policy.parameters():
+            p.requires_grad_(not frozen or id(p) in critic)
+        self.logger.record("train/actor_frozen", float(frozen))
+
+    def _on_step(self) -> bool:
+        return True
+
+
 class EvalCheckpointCallback(BaseCallback):
     """Every ``eval_freq`` env steps ``evaluate_and_checkpoint(model, logger)``; stops learning once ``stop``
     has a request or ``stop_at`` steps are done."""

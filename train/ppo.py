@@ -9,8 +9,8 @@ The recipe, in the order of this file (each phase one function; :func:`train` ca
 
 1. configuration: defaults, ``--config`` YAML and flags (``train/config.py``), the run folder
    (``train/rundir.py``: locked while the run is live, every file written atomically);
-2. environments: the training envs (``n_envs`` > 1: SubprocVecEnv), optionally on the reward relative to a
-   heuristic;
+2. environments: the ``n_envs`` training envs (in this process, or SubprocVecEnv workers with ``vec_env:
+   subproc``), optionally on the reward relative to a heuristic;
 3. model: (Maskable)PPO with the pairwise or MLP policy;
 4. warm start: behaviour cloning of the expert's rollouts, then DAgger rounds;
 5. PPO, with a periodic evaluation on held-out windows that keeps the best checkpoint (``train/callbacks.py``);
@@ -32,9 +32,10 @@ import numpy as np
 # absolute imports: this file also runs as a script (python train/ppo.py)
 from clustergym.config import ConfigError
 from clustergym.scenarios import make_env
-from clustergym.train.callbacks import (BCProgress, EvalCheckpointCallback, StopSignals, SummaryCallback, progress,
-                                        say, warnings_once)
+from clustergym.train.callbacks import (BCProgress, EvalCheckpointCallback, StopSignals, SummaryCallback,
+                                        ValueWarmup, progress, say, warnings_once)
 from clustergym.train.config import TrainConfig, config_from_args, make_parser
+from clustergym.eval.stats import selection_score  # noqa: F401  (the checkpoint ranking; tests use it from here)
 from clustergym.train.rundir import RunFolder, RunFolderError
 
 
@@ -59,13 +60,14 @@ def worker_env(env_id: str, config: dict):
 
 
 def training_envs(cfg: TrainConfig):
-    """``n_envs`` envs on training windows (DummyVecEnv for one, SubprocVecEnv for more), each with a Monitor
-    inside the reward wrapper, so logged episode returns stay the env's own objective."""
+    """``n_envs`` envs on training windows (DummyVecEnv: in this process, so one forward pass serves every env's
+    step; SubprocVecEnv with ``vec_env: subproc``), each with a Monitor inside the reward wrapper, so logged
+    episode returns stay the env's own objective."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     ecfg = cfg.train_env_config()
-    parallel = cfg.n_envs > 1
+    parallel = cfg.vec_env == "subproc"
     return make_vec_env(worker_env if parallel else make_env, n_envs=cfg.n_envs, seed=cfg.seed,
                         vec_env_cls=SubprocVecEnv if parallel else DummyVecEnv,
                         env_kwargs={"env_id": cfg.scenario, "config": ecfg}, wrapper_class=reward_wrapper(cfg, ecfg))
@@ -81,10 +83,16 @@ def new_model(cfg: TrainConfig, env, tb_dir: str):
         from sb3_contrib import MaskablePPO as Algo
     else:
         from stable_baselines3 import PPO as Algo
+    buffer = {}
+    if cfg.gamma_hour is not None:  # discount per simulated second (agents/semi_mdp.py)
+        from clustergym.agents.semi_mdp import buffer_class
+
+        buffer = {"rollout_buffer_class": buffer_class(cfg.algo),
+                  "rollout_buffer_kwargs": {"gamma_hour": cfg.gamma_hour}}
     return Algo(policy_cls, env, learning_rate=cfg.learning_rate, n_steps=cfg.n_steps, batch_size=cfg.batch_size,
                 n_epochs=cfg.n_epochs, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda, clip_range=cfg.clip_range,
                 ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm, target_kl=cfg.target_kl,
-                policy_kwargs=pkw, tensorboard_log=tb_dir, seed=cfg.seed, device=cfg.device, verbose=0)
+                policy_kwargs=pkw, tensorboard_log=tb_dir, seed=cfg.seed, device=cfg.device, verbose=0, **buffer)
 
 
 # ---------------------------------------------------------------------------------------------- 4. warm start
@@ -92,18 +100,20 @@ def warm_start(cfg: TrainConfig, folder: RunFolder, model) -> dict:
     """Roll out the expert on training windows, behaviour-clone it into the policy, then DAgger rounds; returns
     the BC statistics (``bc.json``): agreement with the expert on training and held-out states."""
     from clustergym.agents.bc import agreement, behaviour_clone, collect, disagreement_split
+    from clustergym.train.teacher import choose_teacher
 
     t0 = time.time()
+    expert, choice = choose_teacher(cfg)
     base = cfg.seed * 100_003 + 7
     train_seeds = [base + i for i in range(cfg.bc_episodes)]
     hold_seeds = [base + 50_000 + i for i in range(cfg.bc_holdout_episodes)]
     ecfg = cfg.train_env_config()
-    say(f"BC: rolling out {cfg.expert} on {len(train_seeds)} + {len(hold_seeds)} training windows")
+    say(f"BC: rolling out {expert} on {len(train_seeds)} + {len(hold_seeds)} training windows")
     wrap = reward_wrapper(cfg, ecfg)  # value targets on the training reward
-    data = collect(cfg.expert, cfg.scenario, ecfg, progress(train_seeds, "expert rollouts", cfg.progress_bar),
-                   gamma=cfg.gamma, wrap=wrap)
-    hold = (collect(cfg.expert, cfg.scenario, ecfg, progress(hold_seeds, "held-out rollouts", cfg.progress_bar),
-                    gamma=cfg.gamma) if hold_seeds else None)
+    data = collect(expert, cfg.scenario, ecfg, progress(train_seeds, "expert rollouts", cfg.progress_bar),
+                   gamma=cfg.gamma, wrap=wrap, gamma_hour=cfg.gamma_hour)
+    hold = (collect(expert, cfg.scenario, ecfg, progress(hold_seeds, "held-out rollouts", cfg.progress_bar),
+                    gamma=cfg.gamma, gamma_hour=cfg.gamma_hour) if hold_seeds else None)
     t1 = time.time()
     writer = _bc_writer(folder)
 
@@ -118,8 +128,9 @@ def warm_start(cfg: TrainConfig, folder: RunFolder, model) -> dict:
     after_bc = agree(hold)
     say(f"  after BC on the expert's rollouts: held-out agreement {after_bc:.3f}")
     expert_states = int(len(data["actions"]))
-    data, dagger = dagger_rounds(cfg, model, data, hold, base, wrap, writer)
-    res = {"expert": cfg.expert, "train_states": int(len(data["actions"])), "expert_states": expert_states,
+    data, dagger = dagger_rounds(cfg, expert, model, data, hold, base, wrap, writer)
+    res = {"expert": expert, "expert_choice": choice, "train_states": int(len(data["actions"])),
+           "expert_states": expert_states,
            "dagger": dagger, "holdout_states": int(len(hold["actions"])) if hold is not None else 0,
            "agreement_train": agree(data), "agreement_holdout": agree(hold),
            "agreement_holdout_before": before, "agreement_holdout_bc_only": after_bc,
@@ -132,14 +143,14 @@ def warm_start(cfg: TrainConfig, folder: RunFolder, model) -> dict:
         writer.add_scalar("bc/agreement_train", res["agreement_train"], cfg.bc_steps)
         writer.add_scalar("bc/agreement_holdout", res["agreement_holdout"], cfg.bc_steps)
         writer.close()
-    say(f"BC: {res['train_states']:,} states; agreement with {cfg.expert}: train {res['agreement_train']:.3f}, "
+    say(f"BC: {res['train_states']:,} states; agreement with {expert}: train {res['agreement_train']:.3f}, "
         f"held-out {res['agreement_holdout']:.3f}\n"
         f"  (held-out before BC {before:.3f}, on the expert's placements {res['agreement_holdout_placements']:.3f}; "
         f"{res['rollout_s']:.0f} s rollouts, {res['train_s']:.0f} s training)")
     return res
 
 
-def dagger_rounds(cfg: TrainConfig, model, data: dict, hold: dict | None, base: int, wrap, writer):
+def dagger_rounds(cfg: TrainConfig, expert: str, model, data: dict, hold: dict | None, base: int, wrap, writer):
     """DAgger: roll out the cloned policy on other training windows, label its states with the expert, retrain
     on everything so far. Returns (all states, per-round statistics)."""
     from clustergym.agents.bc import agreement, behaviour_clone, collect_dagger, merge
@@ -149,9 +160,9 @@ def dagger_rounds(cfg: TrainConfig, model, data: dict, hold: dict | None, base: 
     for k in range(n):
         t0 = time.time()
         seeds = [base + 100_000 + 1000 * k + i for i in range(cfg.bc_dagger_episodes)]
-        dd = collect_dagger(model.policy, cfg.expert, cfg.scenario, cfg.train_env_config(),
+        dd = collect_dagger(model.policy, expert, cfg.scenario, cfg.train_env_config(),
                             progress(seeds, f"DAgger {k + 1}/{n} rollouts", cfg.progress_bar), gamma=cfg.gamma,
-                            max_steps=cfg.bc_dagger_max_steps, wrap=wrap)
+                            max_steps=cfg.bc_dagger_max_steps, wrap=wrap, gamma_hour=cfg.gamma_hour)
         on_policy = agreement(model.policy, dd)  # before training on them: states the learner itself reaches
         data = merge(data, dd)
         bar = BCProgress(cfg.bc_dagger_steps, f"DAgger {k + 1}/{n} BC", cfg.progress_bar)
@@ -180,16 +191,6 @@ def _bc_writer(folder: RunFolder):
 
 
 # ---------------------------------------------------------------------------------------------- 5. PPO
-def selection_score(means: dict[str, float], metric: str) -> tuple[float, float]:
-    """Checkpoint ranking (smaller is better): mean unfinished jobs per held-out window first (a policy cannot
-    look good by leaving jobs waiting until the step cap), then ``metric`` in its better direction; a
-    missing or non-finite value ranks last."""
-    from clustergym.eval.stats import direction
-
-    v = float(means.get(metric, float("nan")))
-    return float(means.get("unfinished", 0.0)), (-direction(metric) * v if np.isfinite(v) else float("inf"))
-
-
 def baseline_means(cfg: TrainConfig, folder: RunFolder) -> dict[str, dict[str, float]]:
     """The heuristics' means on the validation windows (computed once per run, kept in the state)."""
     from clustergym.eval.rollout import evaluate
@@ -257,8 +258,16 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
         if model.num_timesteps < cfg.timesteps and stop.requested is None:
             cbs = [SummaryCallback(cfg.timesteps, cfg.log_every, cfg.progress_bar),
                    EvalCheckpointCallback(cfg.eval_freq, evaluate_and_checkpoint, stop, stop_at)]
+            if cfg.gamma_hour is not None:
+                from clustergym.agents.semi_mdp import SemiMDPCallback
+
+                cbs.insert(0, SemiMDPCallback())  # before any callback that may stop the rollout
+            if cfg.value_warmup_steps:
+                cbs.append(ValueWarmup(cfg.value_warmup_steps))
+            n0, t0 = model.num_timesteps, time.time()
             model.learn(cfg.timesteps - model.num_timesteps, callback=cbs, tb_log_name="ppo",
                         reset_num_timesteps=False, progress_bar=False)
+            say(throughput_line(model.num_timesteps - n0, time.time() - t0, cfg))
         folder.checkpoint(model)
     if stop.requested is not None or model.num_timesteps < cfg.timesteps:
         say(f"Interrupted at step {model.num_timesteps:,}; continue with: python train/ppo.py --resume "
@@ -269,6 +278,12 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
             model.set_logger(configure_logger(0, tb_dir, "ppo", False))
         periodic_eval(cfg, folder, model, model.logger)
     return True
+
+
+def throughput_line(steps: int, seconds: float, cfg: TrainConfig) -> str:
+    """PPO's speed: env steps per second of wall time, with the periodic evaluations inside it."""
+    return (f"PPO: {steps:,} env steps in {seconds:.0f} s: {steps / max(seconds, 1e-9):.0f} steps/s ({cfg.n_envs} "
+            f"env(s), {cfg.vec_env}; periodic evaluations included)")
 
 
 def _evaluate_and_checkpoint(cfg: TrainConfig, folder: RunFolder, model, logger) -> None:
@@ -333,8 +348,8 @@ def train(cfg: TrainConfig, resume: bool = False, stop_at: int | None = None) ->
 
     folder = RunFolder(cfg.out or cfg.default_out())
     cfg.out = str(folder.path)
-    if cfg.n_envs > 1 or cfg.torch_threads:
-        torch.set_num_threads(1 if cfg.n_envs > 1 else cfg.torch_threads)
+    if cfg.vec_env == "subproc" or cfg.torch_threads:
+        torch.set_num_threads(1 if cfg.vec_env == "subproc" else cfg.torch_threads)
     with folder.lock(), StopSignals() as stop, warnings_once():
         env = None
         try:
@@ -360,7 +375,13 @@ def _train(cfg: TrainConfig, folder: RunFolder, env, resume: bool, stop: StopSig
         folder.start(cfg.to_dict())
         say(f"Run folder: {folder.path}\nTensorBoard: {folder.tensorboard_command()}", wrap=False)
         model = new_model(cfg, env, tb_dir)
-        if cfg.bc_steps > 0:
+        if cfg.init_from is not None:
+            from clustergym.agents.io import load_agent
+
+            saved = load_agent(cfg.init_from, device=cfg.device, algo=cfg.algo)
+            model.policy.load_state_dict(saved.policy.state_dict())
+            say(f"Policy weights from {cfg.init_from}", wrap=False)
+        elif cfg.bc_steps > 0:
             folder.state["bc"] = warm_start(cfg, folder, model)
             folder.write_json("bc.json", folder.state["bc"])
     result = {"out": str(folder.path), "bc": folder.state.get("bc"), "results_md": None, "results": []}

@@ -17,7 +17,7 @@ remembers the jobs it moved).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from .job import Job, JobState
 from .workload import STOP_OPTIONS
@@ -58,18 +58,39 @@ class LoadControl:
         overloaded = sim.cluster_overloaded()
         if overloaded:
             self.activations += 1
-        for job in list(sim.active_jobs.values()):
+        for job, option in self.changes(overloaded, list(sim.active_jobs.values())):
+            self.note(job.jid, overloaded)
+            if option != job.stop_option:
+                if not overloaded:
+                    self.restored += 1
+                sim.set_stop_option(job.jid, option)
+
+    def changes(self, overloaded: bool, jobs: Iterable[Job]) -> Iterator[tuple[Job, str]]:
+        """MLF-C's rule, in the order of ``jobs``: (job, the option it should run with now) for every job the
+        controller acts on. Under overload, every changeable active job whose ``fallback`` target comes before
+        its current one (only ever towards fewer iterations); otherwise every job it moved, with its normal
+        option (possibly the one it has: it is then only forgotten). Lazy, so a change made while iterating
+        (a job that finishes at once) is seen by the next job's check. Who applies the changes calls
+        :meth:`note` for each: :meth:`on_tick` at every tick, or a policy acting through the env's
+        stop-option actions (``clustergym.baselines.mlfs.MLFSHCActions``)."""
+        for job in jobs:
             if job.state != JobState.ACTIVE or not job.spec.stop_changeable:
                 continue
             if overloaded:
-                # only ever towards fewer iterations than the job's current stopping point
                 if job.stop_option != self.fallback and job.target_for(self.fallback) < job.target_iters:
-                    self._moved.add(job.jid)
-                    self.switched += 1
-                    sim.set_stop_option(job.jid, self.fallback)
+                    yield job, self.fallback
             elif job.jid in self._moved:
-                self._moved.discard(job.jid)
-                normal = self.normal_option(job)
-                if normal != job.stop_option:
-                    self.restored += 1
-                    sim.set_stop_option(job.jid, normal)
+                yield job, self.normal_option(job)
+
+    def note(self, jid: int, to_fallback: bool) -> None:
+        """Remember a change of :meth:`changes` made: a move to ``fallback`` (restored when the overload
+        ends), or a restore (forgotten)."""
+        if to_fallback:
+            self._moved.add(jid)
+            self.switched += 1
+        else:
+            self._moved.discard(jid)
+
+    def moved(self, jid: int) -> bool:
+        """Whether job ``jid`` is on ``fallback`` by this controller's doing."""
+        return jid in self._moved

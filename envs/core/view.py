@@ -96,6 +96,10 @@ class ClusterView:
         """The tasks on ``server``, by task id."""
         return self._sim.cluster.tasks_by_id(server)
 
+    def cluster_overloaded(self) -> bool:
+        """MLFS §3.5's overload test of MLF-C: tasks in the queue, or the cluster overload degree above h_s."""
+        return self._sim.cluster_overloaded()
+
     def overloaded_servers(self) -> list[int]:
         return self._sim.overloaded_servers()
 

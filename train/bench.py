@@ -1,0 +1,64 @@
+"""PPO training throughput: env steps per second of ``MaskablePPO.learn`` with the default recipe's network
+and hyper-parameters (``train/config.py``), rollouts and updates together, no warm start, no evaluation.
+
+    .venv/bin/python train/bench.py [--n-envs 8] [--steps 2048] [--batch-size 256] [--threads 1]
+                                         [--vec-env dummy] [--profile]
+
+Prints wall-clock steps/s and steps per CPU-second of this process (``time.process_time``; with
+``--vec-env subproc`` the workers' CPU is not in it), so a measurement on a shared machine still says how
+much CPU a step costs. One rollout is played first and not timed (numba compilation, the first reset).
+``--profile`` prints cProfile's 35 most expensive calls (cumulative).
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--n-envs", type=int, default=8)
+    p.add_argument("--steps", type=int, default=2048)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--vec-env", choices=("dummy", "subproc"), default="dummy")
+    p.add_argument("--scenario", default="clustergym/GPUCluster-v1")
+    p.add_argument("--profile", action="store_true")
+    a = p.parse_args(argv)
+    import torch
+
+    from clustergym.agents.semi_mdp import SemiMDPCallback
+    from clustergym.train import ppo
+    from clustergym.train.config import load_config
+
+    torch.set_num_threads(a.threads)
+    cfg = load_config(overrides={"scenario": a.scenario, "n_envs": a.n_envs, "vec_env": a.vec_env,
+                                 "n_steps": max(16, 1024 // a.n_envs), "batch_size": a.batch_size, "bc_steps": 0,
+                                 "progress_bar": False})
+    env = ppo.training_envs(cfg)
+    model = ppo.new_model(cfg, env, None)
+
+    def callbacks():
+        return [SemiMDPCallback()] if cfg.gamma_hour is not None else []
+
+    model.learn(cfg.n_envs * cfg.n_steps, callback=callbacks())  # not timed: compilation, first reset
+    prof = cProfile.Profile() if a.profile else None
+    w0, c0 = time.time(), time.process_time()
+    if prof:
+        prof.enable()
+    model.learn(a.steps, callback=callbacks(), reset_num_timesteps=False)
+    if prof:
+        prof.disable()
+    wall, cpu = time.time() - w0, time.process_time() - c0
+    env.close()
+    print(f"{a.scenario}: {a.n_envs} env(s) ({a.vec_env}), batch {a.batch_size}, torch threads {a.threads}: "
+          f"{a.steps} steps, wall {wall:.1f} s ({a.steps / wall:.0f} steps/s), CPU {cpu:.1f} s "
+          f"({a.steps / cpu:.0f} steps per CPU-second)")
+    if prof:
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(35)
+
+
+if __name__ == "__main__":
+    main()
