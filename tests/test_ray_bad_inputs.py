@@ -58,8 +58,8 @@ def test_an_unreachable_address_stops_a_ray_sweep_before_any_run(tmp_path, capsy
 ])
 def test_the_rllib_path_refuses_settings_it_does_not_honour(override, named):
     from clustergym.train.config import load_config
-    from clustergym.train.rllib_ppo import check_rllib
+    from clustergym.train.rllib_ppo import RLLIB_DEFAULTS, check_rllib
 
-    check_rllib(load_config())  # the defaults are supported
+    check_rllib(load_config(defaults=RLLIB_DEFAULTS))  # this path's defaults are supported
     with pytest.raises(ConfigError, match="train/rllib_ppo.py does not support: .*" + re.escape(named)):
-        check_rllib(load_config(overrides=override))
+        check_rllib(load_config(overrides=override, defaults=RLLIB_DEFAULTS))

@@ -264,9 +264,11 @@ def _check_teacher(c: TrainConfig) -> None:
             raise ConfigError(f"{key}: {why}")
 
 
-def load_config(config_file: str | Path | None = None, overrides: dict | None = None) -> TrainConfig:
-    """The defaults, then the YAML file, then ``overrides`` (flag values); checked."""
-    values: dict[str, Any] = {}
+def load_config(config_file: str | Path | None = None, overrides: dict | None = None,
+                defaults: dict | None = None) -> TrainConfig:
+    """TrainConfig's defaults, then a trainer's own ``defaults``, then the YAML file, then ``overrides`` (flag
+    values); checked."""
+    values: dict[str, Any] = dict(defaults or {})
     if config_file:
         values.update(_mapping(read_yaml(config_file), str(config_file)))
     values.update(_mapping(overrides or {}, "overrides"))
@@ -387,14 +389,15 @@ def _flag_parser(name: str):
     return parse
 
 
-def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
-    """(the run's configuration, whether it resumes a run) from parsed flags."""
+def config_from_args(args: argparse.Namespace, defaults: dict | None = None) -> tuple[TrainConfig, bool]:
+    """(the run's configuration, whether it resumes a run) from parsed flags, over a trainer's own
+    ``defaults`` (:func:`load_config`)."""
     flags = {k: v for k, v in vars(args).items() if k in FIELDS}
     if args.no_progress:
         flags["progress_bar"] = False
     if args.resume:
         return resume_config(Path(args.resume), flags, args.config), True
-    return load_config(args.config, flags), False
+    return load_config(args.config, flags, defaults), False
 
 
 def resume_config(run_dir: Path, flags: dict, config_file: str | None = None) -> TrainConfig:

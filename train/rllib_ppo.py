@@ -74,6 +74,11 @@ class RLlibEnv(gym.Wrapper):
         super().__init__(make_env(config))
 
 
+# This path's own defaults under a YAML file and flags: RLlib samples with env runners, so one env per process
+# unless a user asks otherwise (and is then refused by name, check_rllib), not train/ppo.py's batched envs.
+RLLIB_DEFAULTS = {"n_envs": 1}
+
+
 def check_rllib(cfg: TrainConfig) -> None:
     """ConfigError naming each setting this path does not honour (see the module docstring)."""
     bad = []
@@ -291,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
             raise ConfigError("train/rllib_ppo.py has no --resume: start the run again (another --out)")
         if args.address is not None and args.num_cpus is not None:
             raise ConfigError("--num-cpus is for a Ray instance in this process; a cluster's CPUs are its nodes'")
-        cfg, _ = config_from_args(args)
+        cfg, _ = config_from_args(args, RLLIB_DEFAULTS)
         return train(cfg, args.address, args.num_env_runners, args.num_cpus)
     except (ConfigError, RunFolderError, RayAddressError) as e:
         print(f"error: {e}", file=sys.stderr)
