@@ -93,6 +93,7 @@ class MLFH(Policy):
     nic_guard: bool = True  # NIC-only overload: move only towards the task's neighbours, never requeue
     relieve_only: bool = True  # act on a server only if moving its candidates out can end its overload
     overload_persist_s: float = 600.0  # act on an overload only once it has lasted this long
+    ps_first_across_jobs: bool = False  # ablation: a PS's +inf ranks its whole job before every other job
 
     # ------------------------------------------------------------------ priority
     def job_priorities(self, view: ClusterView, job: Job) -> list[float]:
@@ -131,15 +132,24 @@ class MLFH(Policy):
     def priority(self, view: ClusterView, task: Task) -> float:
         return self.job_priorities(view, task.job)[task.t.index]
 
-    def _prio_map(self, view: ClusterView, tasks) -> dict[int, float]:
+    def _prio_map(self, view: ClusterView, tasks, per_job: dict[int, list[float]] | None = None) -> dict[int, float]:
+        """Eq. 6 priority of each of ``tasks`` by tid; ``per_job`` (if given) receives each job's whole list."""
         out: dict[int, float] = {}
-        seen: dict[int, list[float]] = {}
+        seen: dict[int, list[float]] = {} if per_job is None else per_job
         for t in tasks:
             p = seen.get(t.job.jid)
             if p is None:
                 p = seen[t.job.jid] = self.job_priorities(view, t.job)
             out[t.tid] = p[t.t.index]
         return out
+
+    def _job_rank(self, per_job: dict[int, list[float]]) -> dict[int, float]:
+        """The priority that orders each job among jobs: its highest worker priority (Eq. 6). A PS's +inf puts
+        it first inside its job (§3.3.1: the PS is placed before its workers); it does not put every PS job
+        before every other job (``ps_first_across_jobs``, the ablation, does)."""
+        if self.ps_first_across_jobs:
+            return {jid: max(p) for jid, p in per_job.items()}
+        return {jid: max((x for x in p if x != math.inf), default=0.0) for jid, p in per_job.items()}
 
     # ------------------------------------------------------------------ decisions
     def new_episode(self, view: ClusterView) -> None:
@@ -180,9 +190,11 @@ class MLFH(Policy):
         tasks = [t for t in cands.place if t.tid not in self._touched]
         if not tasks:
             return
-        prio = self._prio_map(view, tasks)
-        # partly placed jobs first (finish their gang), then by priority (highest first)
-        tasks.sort(key=lambda t: (t.job.n_placed == 0, -prio[t.tid], t.tid))
+        per_job: dict[int, list[float]] = {}
+        prio = self._prio_map(view, tasks, per_job)
+        rank = self._job_rank(per_job)
+        # partly placed jobs first (finish their gang), then jobs by rank, tasks by priority (highest first)
+        tasks.sort(key=lambda t: (t.job.n_placed == 0, -rank[t.job.jid], -prio[t.tid], t.tid))
         blocked: set[int] = set()
         for t in tasks:
             job = t.job

@@ -522,3 +522,12 @@ def test_hlas_bad_parameters_are_named():
                       (dict(reschedule_gain=1.0), "reschedule_gain")):
         with pytest.raises(ValueError, match=field):
             HLAS(**kw)
+
+
+def test_mlfh_ranks_jobs_by_their_workers_not_by_their_parameter_server():
+    # Eq. 6 gives a PS +inf so it is placed before its own workers; a PS job must not outrank every other job
+    from clustergym.baselines.mlfs import MLFH
+
+    per_job = {1: [math.inf, 0.2, 0.1], 2: [0.5, 0.4], 3: [math.inf]}
+    assert MLFH()._job_rank(per_job) == {1: 0.2, 2: 0.5, 3: 0.0}
+    assert MLFH(ps_first_across_jobs=True)._job_rank(per_job) == {1: math.inf, 2: 0.5, 3: math.inf}
