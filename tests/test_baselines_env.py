@@ -137,7 +137,7 @@ def contended_jct(name: str) -> tuple[float, ...]:
 
 @pytest.mark.slow
 def test_mlfh_lower_mean_jct_than_fifo_and_fair():
-    # measured at a554d62: mean JCT 11,515 s (MLF-H) against 40,049 s (FIFO) and 50,439 s (fair); lower on every window
+    # measured at 07b5316: mean JCT 10,386 s (MLF-H) against 40,049 s (FIFO) and 50,439 s (fair); lower on every window
     mlfh, fifo, fair = contended_jct("mlf-h"), contended_jct("fifo"), contended_jct("fair")
     assert all(m < f and m < d for m, f, d in zip(mlfh, fifo, fair)), (mlfh, fifo, fair)
 
@@ -145,7 +145,7 @@ def test_mlfh_lower_mean_jct_than_fifo_and_fair():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["sjf", "tiresias"])
 def test_sjf_and_tiresias_at_least_ten_percent_below_fifo_on_contended_windows(name):
-    # measured at a554d62: SJF 20,768 s and Tiresias 24,474 s against FIFO's 40,049 s (-48 %, -39 %)
+    # measured at 07b5316: SJF 20,768 s and Tiresias 24,474 s against FIFO's 40,049 s (-48 %, -39 %)
     got, fifo = contended_jct(name), contended_jct("fifo")
     assert np.mean(got) <= 0.9 * np.mean(fifo), (got, fifo)
 
