@@ -77,3 +77,28 @@ class StopThenFIFO(FIFO):
             if j.spec.stop_changeable and j.stop_option != "requirement":
                 yield Command("stop-option", jid=j.jid, option="requirement")
         yield from super().preferences(view, cands)
+
+
+def random_core_command(sim, rng, cuts: tuple[float, float, float, float]) -> None:
+    """One random valid core command. With r ~ U[0, 1): place a random ready task when r < cuts[0], else
+    migrate a random running task when r < cuts[1], requeue one when r < cuts[2], preempt a job when r < cuts[3]
+    (each only if such a task exists; a draw that finds no valid server does nothing)."""
+    import numpy as np
+
+    ready, running = sim.ready_tasks(), sim.running_tasks()
+    r = rng.random()
+    if ready and r < cuts[0]:
+        t = ready[rng.integers(len(ready))]
+        ok = np.flatnonzero(sim.feasible_servers(t))
+        if len(ok):
+            sim.place(t.tid, int(rng.choice(ok)))
+    elif running and r < cuts[1]:
+        t = running[rng.integers(len(running))]
+        ok = [s for s in np.flatnonzero(sim.feasible_servers(t, moving=True)) if s != t.server]
+        if ok:
+            sim.migrate(t.tid, int(rng.choice(ok)))
+    elif running and r < cuts[2]:
+        sim.requeue(running[rng.integers(len(running))].tid)
+    elif running and r < cuts[3]:
+        sim.preempt(running[rng.integers(len(running))].job.jid)
+

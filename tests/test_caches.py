@@ -16,6 +16,7 @@ import clustergym  # noqa: F401  (registers the ids)
 from clustergym.core.dag import critical_time, placement_plan
 from clustergym.core.job import JobState, TaskState
 from clustergym.observation import ObservationBuilder
+from helpers import random_core_command
 
 DEFAULT = "clustergym/GPUCluster-v1"
 HETERO = "clustergym/Hetero-v1"
@@ -193,22 +194,7 @@ def res_flows_empty(sim) -> bool:
 def random_core_commands(sim, rng) -> None:
     """One decision round of random valid commands at core level: place, migrate, requeue, preempt."""
     for _ in range(int(rng.integers(1, 12))):
-        ready, running = sim.ready_tasks(), sim.running_tasks()
-        r = rng.random()
-        if ready and r < 0.6:
-            t = ready[rng.integers(len(ready))]
-            ok = np.flatnonzero(sim.feasible_servers(t))
-            if len(ok):
-                sim.place(t.tid, int(rng.choice(ok)))
-        elif running and r < 0.85:
-            t = running[rng.integers(len(running))]
-            ok = [s for s in np.flatnonzero(sim.feasible_servers(t, moving=True)) if s != t.server]
-            if ok:
-                sim.migrate(t.tid, int(rng.choice(ok)))
-        elif running and r < 0.93:
-            sim.requeue(running[rng.integers(len(running))].tid)
-        elif running:
-            sim.preempt(running[rng.integers(len(running))].job.jid)
+        random_core_command(sim, rng, (0.6, 0.85, 0.93, 1.0))
         check_simulator(sim)
 
 

@@ -8,7 +8,7 @@ import pytest
 from clustergym.core.engine import InvalidCommand, SimConfig, Simulator
 from clustergym.core.job import TaskState
 from clustergym.core.loadcontrol import LoadControl
-from helpers import cluster, job, models
+from helpers import cluster, job, models, random_core_command
 
 STILL = dict(usage_change_mean_s=0.0)  # constant resource use: hand-computable timings
 
@@ -199,25 +199,9 @@ def random_driver(seed):
 
     def policy(sim):
         for _ in range(50):
-            ready = sim.ready_tasks()
-            running = sim.running_tasks()
-            if not ready and not running:
+            if not sim.ready_tasks() and not sim.running_tasks():
                 return
-            r = rng.random()
-            if ready and r < 0.7:
-                t = ready[rng.integers(len(ready))]
-                ok = np.flatnonzero(sim.feasible_servers(t))
-                if len(ok):
-                    sim.place(t.tid, int(rng.choice(ok)))
-            elif running and r < 0.8:
-                t = running[rng.integers(len(running))]
-                ok = [s for s in np.flatnonzero(sim.feasible_servers(t, moving=True)) if s != t.server]
-                if ok:
-                    sim.migrate(t.tid, int(rng.choice(ok)))
-            elif running and r < 0.85:
-                sim.requeue(running[rng.integers(len(running))].tid)
-            elif running and r < 0.9:
-                sim.preempt(running[rng.integers(len(running))].job.jid)
+            random_core_command(sim, rng, (0.7, 0.8, 0.85, 0.9))
             check_invariants(sim)
     return policy
 
