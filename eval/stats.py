@@ -289,6 +289,13 @@ def metric_intervals(records: Sequence[dict], metrics: Sequence[str] = TABLE_MET
     return out
 
 
+def episode_means(records: Sequence[dict], select_metric: str | None = None) -> dict[str, float]:
+    """metric -> mean over the episode records that have it finite, for :data:`TABLE_METRICS` and a selection
+    metric outside them (what :func:`selection_score` ranks by)."""
+    metrics = TABLE_METRICS if select_metric in (None, *TABLE_METRICS) else (*TABLE_METRICS, select_metric)
+    return {k: v["mean"] for k, v in metric_intervals(records, metrics).items()}
+
+
 def results_table(by_policy: dict[str, Sequence[dict]], metrics: Sequence[str] = TABLE_METRICS) -> tuple[list[dict], str]:
     """(CSV rows: policy, metric, mean, ci95_low, ci95_high, n; Markdown table of 'mean ± half-width', one row
     per policy, one column per metric that any policy has)."""

@@ -94,3 +94,13 @@ def test_to_markdown_keeps_cells_and_escapes_pipes():
     lines = md.splitlines()
     assert len(lines) == 4 and set(lines[1]) <= set("|:-")
     assert "0.900" in lines[2] and "x\\|y" in lines[3]  # not re-formatted as 0.9; the pipe escaped
+
+
+def test_episode_means_keep_a_selection_metric_outside_the_table():
+    from clustergym.eval.stats import TABLE_METRICS, episode_means, selection_score
+
+    recs = [{"unfinished": 0, "slo_miss_rate": 0.5}, {"unfinished": 0, "slo_miss_rate": 0.7}]
+    assert "slo_miss_rate" not in TABLE_METRICS
+    means = episode_means(recs, "slo_miss_rate")
+    assert means["slo_miss_rate"] == pytest.approx(0.6)
+    assert selection_score(means, "slo_miss_rate") == (0.0, pytest.approx(0.6))

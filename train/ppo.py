@@ -194,14 +194,14 @@ def _bc_writer(folder: RunFolder):
 def baseline_means(cfg: TrainConfig, folder: RunFolder) -> dict[str, dict[str, float]]:
     """The heuristics' means on the validation windows (computed once per run, kept in the state)."""
     from clustergym.eval.rollout import evaluate
-    from clustergym.eval.stats import metric_intervals
+    from clustergym.eval.stats import episode_means
 
     m = cfg.select_metric
     for b in cfg.eval_baselines:
         if b not in folder.state["baselines"]:
             recs = evaluate(b, cfg.scenario, cfg.env_config("test"), progress(cfg.val_seeds(), b, cfg.progress_bar),
                             max_steps=cfg.eval_max_steps)
-            bs = folder.state["baselines"][b] = {k: v["mean"] for k, v in metric_intervals(recs).items()}
+            bs = folder.state["baselines"][b] = episode_means(recs, m)
             say(f"  {b} on the validation windows: {m} {bs.get(m, float('nan')):.0f}, unfinished "
                 f"{bs.get('unfinished', 0):.1f}, return {bs['episode_return']:.3f}")
     return folder.state["baselines"]
@@ -211,12 +211,12 @@ def periodic_eval(cfg: TrainConfig, folder: RunFolder, model, logger) -> dict:
     """Evaluate ``model`` on the validation windows, log ``eval/*`` next to the heuristics, save it as
     ``best_model.zip`` if it ranks best so far (:func:`selection_score`); returns its means."""
     from clustergym.eval.rollout import evaluate
-    from clustergym.eval.stats import metric_intervals
+    from clustergym.eval.stats import episode_means
 
     t0 = time.time()
     recs = evaluate(model, cfg.scenario, cfg.env_config("test"), progress(cfg.val_seeds(), "eval", cfg.progress_bar),
                     max_steps=cfg.eval_max_steps)
-    s = {k: v["mean"] for k, v in metric_intervals(recs).items()}
+    s = episode_means(recs, cfg.select_metric)
     base = baseline_means(cfg, folder)
     m = cfg.select_metric
     for k, v in s.items():

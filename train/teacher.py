@@ -38,7 +38,7 @@ def choose_teacher(cfg: TrainConfig) -> tuple[str, dict[str, Any]]:
     if cfg.expert != BEST:
         return cfg.expert, {}
     from clustergym.eval.rollout import evaluate
-    from clustergym.eval.stats import metric_intervals, selection_score
+    from clustergym.eval.stats import episode_means, selection_score
 
     seeds, m = teacher_seeds(cfg), cfg.select_metric
     say(f"Teacher: comparing {', '.join(cfg.expert_candidates)} on {len(seeds)} training windows by {m}")
@@ -47,7 +47,7 @@ def choose_teacher(cfg: TrainConfig) -> tuple[str, dict[str, Any]]:
     for name in cfg.expert_candidates:
         t0 = time.time()
         recs = evaluate(name, cfg.scenario, cfg.train_env_config(), progress(seeds, name, cfg.progress_bar))
-        means = {k: v["mean"] for k, v in metric_intervals(recs).items()}
+        means = episode_means(recs, m)
         score = selection_score(means, m)
         table[name] = {"unfinished": means.get("unfinished", 0.0), m: means.get(m, float("nan")),
                        "mean_jct": means.get("mean_jct", float("nan")), "seconds": time.time() - t0}
