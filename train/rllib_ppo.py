@@ -30,8 +30,9 @@ PPO settings map onto RLlib's: ``learning_rate`` -> ``lr``, ``n_steps`` -> ``tra
 ``clip_range`` -> ``clip_param``, ``ent_coef`` -> ``entropy_coeff``, ``vf_coef`` -> ``vf_loss_coeff``,
 ``max_grad_norm`` -> ``grad_clip`` (global norm). ``target_kl``: SB3 stops an update's epochs early past it;
 RLlib has no early stop, so it becomes the target of RLlib's adaptive KL penalty (``use_kl_loss``, ``kl_target``;
-none: no KL term). Not on this path, refused by name if set: ``n_envs`` (use ``--num-env-runners``), ``algo
-ppo`` (the module always masks), ``share_encoder false``, ``reward_baseline``, a ``device`` other than cpu and
+none: no KL term). Not on this path, refused by name if set: ``n_envs`` other than 1 (use
+``--num-env-runners``), ``gamma_hour`` (RLlib discounts per step; this path's default is none),
+``value_warmup_steps``, ``init_from``, ``algo ppo`` (the module always masks), ``share_encoder false``, ``reward_baseline``, a ``device`` other than cpu and
 ``--resume``. There is no periodic evaluation (the ``eval_*``/``val_seed``/``select_metric`` settings do not
 apply): the table is of the final checkpoint.
 """
@@ -74,9 +75,10 @@ class RLlibEnv(gym.Wrapper):
         super().__init__(make_env(config))
 
 
-# This path's own defaults under a YAML file and flags: RLlib samples with env runners, so one env per process
-# unless a user asks otherwise (and is then refused by name, check_rllib), not train/ppo.py's batched envs.
-RLLIB_DEFAULTS = {"n_envs": 1}
+# This path's own defaults under a YAML file and flags (a value a user sets otherwise is refused by name,
+# check_rllib): RLlib samples with env runners, one env per process, not train/ppo.py's batched envs; and its
+# PPO discounts per step only, so the warm start's value targets must too (no discount per simulated hour).
+RLLIB_DEFAULTS = {"n_envs": 1, "gamma_hour": None}
 
 
 def check_rllib(cfg: TrainConfig) -> None:
@@ -92,6 +94,12 @@ def check_rllib(cfg: TrainConfig) -> None:
         bad.append(f"reward_baseline {cfg.reward_baseline!r} (train/ppo.py only)")
     if cfg.device != "cpu":
         bad.append(f"device {cfg.device!r} (the learner runs on CPU)")
+    if cfg.gamma_hour is not None:
+        bad.append(f"gamma_hour {cfg.gamma_hour} (RLlib's PPO discounts per step only: gamma)")
+    if cfg.value_warmup_steps:
+        bad.append(f"value_warmup_steps {cfg.value_warmup_steps} (train/ppo.py only)")
+    if cfg.init_from:
+        bad.append(f"init_from {cfg.init_from!r} (train/ppo.py only)")
     if cfg.policy == "mlp" and cfg.bc_steps > 0:
         bad.append("bc_steps > 0 with policy mlp (the warm start clones into the pairwise policy: add --bc-steps 0)")
     if bad:
