@@ -115,3 +115,18 @@ def test_unisched_scenario_shows_each_rows_slo_class_and_pays_its_reward():
     # the scalar reward: 1 x (SLO misses) + 0.01 x (best-effort job-hours), per job, as costs; nothing else
     assert total == pytest.approx(-(m.slo_missed + 0.01 * m.be_in_system_integral / 3600.0) / n, rel=1e-6)
     assert m.slo_missed + m.slo_met > 0 and m.be_in_system_integral > 0
+
+
+def test_a_requeued_task_ends_its_jobs_lease_and_placing_it_back_grants_a_new_one():
+    # a 2-task best-effort job: requeueing one task leaves the job partly placed, which holds no lease
+    sim = Simulator(cluster(1), [job(0, R=2, iters=10_000, slo_class="best-effort")], SimConfig(**LEASES),
+                    models=models)
+    assert sim.next_decision()
+    for t in sim.ready_tasks():
+        sim.place(t.tid, 0)
+    be = sim.job(0)
+    assert sim.leases.expiry[be][0] == 300.0
+    sim.requeue(be.tasks[0].tid)
+    assert be not in sim.leases.expiry and command_error(sim, Command("preempt", jid=0)) is None
+    sim.place(be.tasks[0].tid, 0)
+    assert sim.leases.expiry[be][0] == 300.0 + sim.now  # a new lease from the placement

@@ -239,6 +239,7 @@ class Simulator:
             raise InvalidCommand(f"task {tid} is {task.state.name}, only RUNNING tasks can be requeued")
         self._touch(task.job)
         self._detach(task)
+        self.leases.release(task.job)  # a lease is held while fully placed; placing the task back grants a new one
         self._enqueue(task)
         self._gang_timer(task.job)
         self._flush()
