@@ -68,10 +68,6 @@ def replica_memory_gb(model: ModelProfile, steps: int) -> float:
     return static + (model.gpu_memory_gb - static) / steps
 
 
-def sub_batch(model: ModelProfile, steps: int) -> float:
-    return model.batch_size / steps
-
-
 def set_steps(job: Job, steps: int) -> None:
     """Give ``job`` ``steps`` sub-batches per iteration (InvalidCommand when :func:`set_steps_error` says no):
     its tasks' GPU memory follows; the compute factor applies when they are placed

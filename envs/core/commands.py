@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .accumulation import set_steps, set_steps_error
-from .job import InvalidCommand, JobState, TaskState
+from .job import JobState, TaskState
 
 if TYPE_CHECKING:
     from .engine import Simulator
@@ -86,9 +86,6 @@ def execute(sim: "Simulator", cmd: Command) -> None:
     elif cmd.kind == "stop-option":
         sim.set_stop_option(cmd.jid, cmd.option)
     elif cmd.kind == "sub-batch":
-        why = command_error(sim, cmd)
-        if why:
-            raise InvalidCommand(why)
-        set_steps(sim.job_by_id[cmd.jid], cmd.steps)
+        set_steps(sim.job(cmd.jid), cmd.steps)  # InvalidCommand for an unknown job or a refused count
     else:
         raise ValueError(f"unknown command kind {cmd.kind!r}; known: {COMMAND_KINDS}")

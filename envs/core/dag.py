@@ -229,9 +229,15 @@ def placement_plan(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int],
 
 def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list[float],
                    nic: list[float]) -> PlacementPlan:
-    """:func:`placement_plan` from the job's :class:`JobGraph` (what the simulator calls). ``nic[s]``: the
-    bandwidth server s's NIC gives this job (its whole NIC, or its share of it). Which servers exchange bytes
-    (``cross``, ``cross_servers``) depends on the placement alone, never on ``nic``."""
+    """:func:`placement_plan` from the job's :class:`JobGraph`: :func:`link_plan` timed by :func:`retime`.
+    ``nic[s]``: the bandwidth server s's NIC gives this job (its whole NIC, or its share of it)."""
+    return retime(link_plan(g, servers, gpus), intra, nic)
+
+
+def link_plan(g: JobGraph, servers: list[int], gpus: list[int]) -> PlacementPlan:
+    """The placement's links, not yet timed (what the simulator builds once per placement and times with
+    :func:`retime` for the NIC shares it meets). Which servers exchange bytes (``cross``, ``cross_servers``)
+    depends on the placement alone."""
     cross: dict[tuple[int, int], float] = {}
     link_ids: dict[tuple[int, int, float], int] = {}
     links: list[tuple[int, int, float]] = []
@@ -273,9 +279,8 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
                 ps_cross_mb += mb
     elif g.ring:
         sync_links = tuple({link(a, b, g.ring_mb) for a, b in g.ring})
-    plan = PlacementPlan(order, shared, g.n_replicas, links, sync_links, ps_server, ps_cross_mb, [], 0.0, cross,
+    return PlacementPlan(order, shared, g.n_replicas, links, sync_links, ps_server, ps_cross_mb, [], 0.0, cross,
                          frozenset().union(*cross))
-    return retime(plan, intra, nic)
 
 
 def retime(plan: PlacementPlan, intra: list[float], nic: list[float]) -> PlacementPlan:

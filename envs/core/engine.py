@@ -152,7 +152,8 @@ class Simulator:
         return self.resources.fit(task, server, gpu, moving)[0]
 
     def best_gpu(self, task: Task, server: int, moving: bool = False) -> int:
-        """MLFS §3.3.2: the least-loaded GPU of the server that has room (ties: lowest index); -1 if none."""
+        """MLFS §3.3.2: the least-loaded GPU of the server that has room, -1 if none
+        (:meth:`clustergym.core.resources.Resources.best_gpu` has the tie rule)."""
         return self.resources.best_gpu(task, server, moving)
 
     def feasible_servers(self, task: Task, moving: bool = False) -> np.ndarray:

@@ -23,7 +23,7 @@ import math
 from typing import Callable
 
 from .accumulation import compute_factor
-from .dag import critical_time, job_graph, plan_placement, retime
+from .dag import critical_time, job_graph, link_plan, retime
 from .job import JOB_ACTIVE, Job, Task, TASK_WAITING
 
 _NO_TRAFFIC = (0.0, {}, frozenset())
@@ -38,7 +38,7 @@ class Pace:
     def __init__(self, n_tasks: int) -> None:
         self.graph = None  # dag.JobGraph (placement-independent), built at the first full placement
         self.plan = None  # dag.PlacementPlan of the current placement (None: recompute)
-        self.nic_key: tuple = ()  # ((server, jobs sharing its NIC), ...) where > 1 that ``plan`` was timed with
+        self.nic_key: tuple | None = None  # ((server, jobs sharing its NIC), ...) where > 1 that ``plan`` was timed with; None: untimed
         # per task, while it is placed: compute share x iteration time on its GPU, and its (server, GPU)
         self.unit_compute = [0.0] * n_tasks
         self.slots = [(-1, -1)] * n_tasks
@@ -116,18 +116,15 @@ def refresh_rate(job: Job, intra: list[float], nic: list[float], flows: list[int
         if plan is None:
             if p.graph is None:
                 p.graph = job_graph([t.t for t in job.tasks], job.spec)
-            p.plan = plan = plan_placement(p.graph, [t.server for t in job.tasks], [t.gpu for t in job.tasks],
-                                           intra, nic)
-            p.nic_key = ()
+            p.plan = plan = link_plan(p.graph, [t.server for t in job.tasks], [t.gpu for t in job.tasks])
+            p.nic_key = None  # not yet timed
+        # the NIC shares of its cross-server links (most jobs have none: nothing to share)
+        key = nic_sharing(plan.cross_servers, old_servers, flows) if plan.cross_servers else ()
+        if key != p.nic_key:
+            p.plan = plan = retime(plan, intra, shared_nic(nic, key) if key else nic)
+            p.nic_key = key
             p.slow_key = None
             p.iter_times = {}
-        if plan.cross_servers:  # (most jobs have no cross-server traffic: nothing to share)
-            key = nic_sharing(plan.cross_servers, old_servers, flows)
-            if key != p.nic_key:
-                p.plan = plan = retime(plan, intra, shared_nic(nic, key))
-                p.nic_key = key
-                p.slow_key = None
-                p.iter_times = {}
         slow_key = tuple([max(server_slow[s], gpu_slow[g], gpu_xi[g].get(job, 1.0)) if g >= 0 else server_slow[s]
                           for s, g in p.slots])
         if slow_key != p.slow_key:
