@@ -38,7 +38,8 @@ class Pace:
     def __init__(self, n_tasks: int) -> None:
         self.graph = None  # dag.JobGraph (placement-independent), built at the first full placement
         self.plan = None  # dag.PlacementPlan of the current placement (None: recompute)
-        self.nic_key: tuple | None = None  # ((server, jobs sharing its NIC), ...) where > 1 that ``plan`` was timed with; None: untimed
+        # ((server, jobs sharing its NIC), ...) where > 1 that ``plan`` was timed with; None: not yet timed
+        self.nic_key: tuple | None = None
         # per task, while it is placed: compute share x iteration time on its GPU, and its (server, GPU)
         self.unit_compute = [0.0] * n_tasks
         self.slots = [(-1, -1)] * n_tasks
