@@ -370,8 +370,9 @@ class Window:
                     return f"{head}: preemption is off (EnvConfig.preemption)"
                 if task.job in self.touched_jobs:
                     return f"{head}: a task of job {jid} was placed or moved in this round"
-                if sim is not None and sim.leases.suspend_error(task.job):
-                    return f"{head}: {sim.leases.suspend_error(task.job)}"
+                held = sim.leases.suspend_error(task.job) if sim is not None else None
+                if held:
+                    return f"{head}: {held}"
                 return f"{head}: no task is waiting, preempting would free GPUs for nobody"
             return f"{head}: not allowed by the mask"
         if kind == "running":

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .accumulation import set_steps, set_steps_error
-from .job import JobState, TaskState
+from .job import TaskState
 
 if TYPE_CHECKING:
     from .engine import Simulator
@@ -44,11 +44,7 @@ def command_error(sim: "Simulator", cmd: Command) -> str | None:
         return f"unknown job id {cmd.jid}" if job is None else set_steps_error(job, cmd.steps)
     if cmd.kind == "preempt":
         job = sim.job_by_id.get(cmd.jid)
-        if job is None:
-            return f"unknown job id {cmd.jid}"
-        if job.state != JobState.ACTIVE or job.n_placed == 0:
-            return f"job {cmd.jid} has no placed task to preempt"
-        return sim.leases.suspend_error(job)
+        return f"unknown job id {cmd.jid}" if job is None else sim.leases.preempt_error(job)
     if cmd.kind not in COMMAND_KINDS:
         return f"unknown command kind {cmd.kind!r}; known: {COMMAND_KINDS}"
     if not 0 <= cmd.tid < len(sim.tasks):

@@ -249,10 +249,9 @@ class Simulator:
         """Suspend a job: every placed task returns to the queue; restarting costs the suspend/resume
         overhead (UniSched Eq. 1: suspension ~4 s plus resumption growing with the GPU count)."""
         job = self.job(jid)
-        if job.state != JOB_ACTIVE:
-            raise InvalidCommand(f"job {jid} is {job.state.name}, only ACTIVE jobs can be preempted")
-        if job.n_placed == 0 or self.leases.suspend_error(job):
-            raise InvalidCommand(self.leases.suspend_error(job) or f"job {jid} has no placed task to preempt")
+        why = self.leases.preempt_error(job)  # the one rule, which command_error reports too
+        if why:
+            raise InvalidCommand(why)
         self._release(job)
         job.record.preemptions += 1
         self.metrics.on_preemption()

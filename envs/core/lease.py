@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from .job import JOB_ACTIVE
+
 if TYPE_CHECKING:
     from .config import SimConfig
     from .job import Job
@@ -90,6 +92,15 @@ class Leases:
         """``job`` left its GPUs (suspended, released or ended): it holds no lease."""
         self.expiry.pop(job, None)
         self.due.pop(job, None)
+
+    def preempt_error(self, job: "Job") -> str | None:
+        """Why ``job`` cannot be preempted now (None if it can): not active, nothing placed, or a lease that
+        still runs (:meth:`suspend_error`). ``Simulator.preempt`` and ``command_error`` both refuse by it."""
+        if job.state != JOB_ACTIVE:
+            return f"job {job.jid} is {job.state.name}, only ACTIVE jobs can be preempted"
+        if job.n_placed == 0:
+            return f"job {job.jid} has no placed task to preempt"
+        return self.suspend_error(job)
 
     def suspend_error(self, job: "Job") -> str | None:
         """Why ``job`` may not be suspended now (None if it may): its lease still runs."""
