@@ -118,7 +118,7 @@ def task_time(view: ClusterView, task: Task, server: int) -> float:
     return task.t.compute_share * task.job.model.iter_time(view.server_gpu_type[server])
 
 
-def eft_plan(view: ClusterView, job: Job, tasks: Sequence[Task], gpus: list[Gpu],
+def eft_plan(view: ClusterView, tasks: Sequence[Task], gpus: list[Gpu],
              prefer: frozenset[int] = frozenset()) -> Plan | None:
     """Earliest-finish-time split of the job's unplaced ``tasks`` over ``gpus`` (ties: servers in ``prefer``
     first, then the lower server index), each within its server's free CPU and host memory; a parameter server

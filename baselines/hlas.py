@@ -141,11 +141,11 @@ class HLAS(Policy):
             workers = list(job.tasks)
             times = []
             for g in self.groups:
-                plan = eft_plan(view, job, workers, occ.gpus(job, g, frozenset(), self.relaxed_sync, idle=True))
+                plan = eft_plan(view, workers, occ.gpus(job, g, frozenset(), self.relaxed_sync, idle=True))
                 if plan is not None:
                     times.append(plan.round_time)
             if not times:
-                plan = eft_plan(view, job, workers, occ.gpus(job, range(view.n_servers), frozenset(),
+                plan = eft_plan(view, workers, occ.gpus(job, range(view.n_servers), frozenset(),
                                                              self.relaxed_sync, idle=True))
                 times.append(plan.round_time if plan is not None else view.ref_iter_time(job))
             v = self._tbar[job.jid] = float(np.mean(times))
@@ -170,11 +170,11 @@ class HLAS(Policy):
         mine = frozenset(t.server for t in placed)
         best = None
         for g in (g for g in self.groups if not mine or mine & set(g)):
-            p = eft_plan(view, job, workers, occ.gpus(job, g, freed, self.relaxed_sync, unplaced=unplaced), mine)
+            p = eft_plan(view, workers, occ.gpus(job, g, freed, self.relaxed_sync, unplaced=unplaced), mine)
             if p is not None and (best is None or p.round_time < best.round_time - 1e-12):
                 best = p
         if best is None and len(self.groups) > 1:
-            best = eft_plan(view, job, workers, occ.gpus(job, range(view.n_servers), freed, self.relaxed_sync,
+            best = eft_plan(view, workers, occ.gpus(job, range(view.n_servers), freed, self.relaxed_sync,
                                                          unplaced=unplaced), mine)
         return best
 

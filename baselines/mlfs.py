@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from clustergym.core.job import Job, Task, TaskState
 from clustergym.core.loadcontrol import LoadControl
-from clustergym.core.resources import gpu_overloaded
+from clustergym.core.resources import gpu_overloaded, overload_limits
 from clustergym.core.view import ClusterView
 
 if TYPE_CHECKING:
@@ -278,8 +278,8 @@ def can_relieve(view: ClusterView, s: int, candidates: list[Task], h: float) -> 
     candidate uses (a NIC carrying the traffic of jobs that stay) cannot be relieved: moving tasks off it
     would only pause jobs and leave free GPUs that no placement may use while it stays overloaded."""
     cpu, mem, net = float(view.cpu_use[s]), float(view.mem_use[s]), float(view.net_mbps[s])
-    cpu_lim, mem_lim, net_lim = (h * float(view.cpu_cap[s]), h * float(view.mem_cap[s]),
-                                 h * float(view.nic_gbps[s]) * 125.0)
+    cpu_lim, mem_lim, net_lim = overload_limits(h, float(view.cpu_cap[s]), float(view.mem_cap[s]),
+                                                float(view.nic_gbps[s]))
     first, n = int(view.server_first_gpu[s]), int(view.server_n_gpus[s])
     load = {g: float(view.gpu_load[g]) for g in range(first, first + n)}
     on_gpu: dict[int, dict] = {g: {} for g in load}  # per GPU: its jobs' task counts (a job's use counts once)

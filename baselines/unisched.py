@@ -51,7 +51,7 @@ from clustergym.core.job import Job, TaskState
 from clustergym.core.view import ClusterView
 
 from .base import Candidates, Command, Policy, spread_order
-from .unisched_milp import (BE_VALUE_SCALE, MilpJob, Plan, allocation_options, cells_of, iteration_time,
+from .unisched_milp import (BE_VALUE_SCALE, MilpJob, Plan, allocation_options, cells_of, duration, iteration_time,
                             solve_plan, sr_overhead)
 
 
@@ -132,17 +132,18 @@ class UniSched(Policy):
         shapes = allocation_options(n, self._top)
         times = [iteration_time(*prof, n, nodes) for _, nodes in shapes]
         options = [(cells, times[0] / t) for (cells, _), t in zip(shapes, times) if times[0] / t >= self.min_speed_ratio]
-        remaining = view.remaining_iters(job) * iteration_time(*prof, n, math.ceil(n / size))
+        n_iter, t_iter = view.remaining_iters(job), iteration_time(*prof, n, math.ceil(n / size))
+        remaining = n_iter * t_iter
         raw = max(1, math.ceil(remaining / slot - 1e-9))
         t_sr = view.checkpoint_s(job)
         deadlines = None
         if job.spec.has_slo:
             steps = [(math.floor((d - view.now) / slot), v) for d, v in job.spec.slo_deadlines()]
-            leases = math.ceil((remaining + sr_overhead(raw, max(raw, steps[0][0]), t_sr)) / slot - 1e-9)
+            leases = math.ceil(duration(sr_overhead(raw, max(raw, steps[0][0]), t_sr), n_iter, t_iter) / slot - 1e-9)
             if any(leases <= q for q, _ in steps):
                 deadlines = steps
         if deadlines is None:
-            leases = max(1, math.ceil((remaining + sr_overhead(raw, None, t_sr)) / slot - 1e-9))
+            leases = max(1, math.ceil(duration(sr_overhead(raw, None, t_sr), n_iter, t_iter) / slot - 1e-9))
         held: tuple[int, ...] = ()
         running = job.n_placed > 0
         if running:
