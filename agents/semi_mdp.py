@@ -136,6 +136,12 @@ class SemiMDPCallback(BaseCallback):
         return True
 
 
+def callbacks(model) -> list[BaseCallback]:
+    """The callbacks ``model.learn`` needs for its rollout buffer: :class:`SemiMDPCallback` when the buffer is a
+    semi-MDP one (put it before any callback that may stop a rollout), else none."""
+    return [SemiMDPCallback()] if isinstance(model.rollout_buffer, _SemiMDPMixin) else []
+
+
 def buffer_class(algo: str) -> type:
     """The semi-MDP rollout buffer for ``--algo`` maskable|ppo (Dict observations)."""
     return SemiMDPMaskableDictBuffer if algo == "maskable" else SemiMDPDictBuffer

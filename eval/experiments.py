@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .experiment_kit import (CONTENDED, EXPERIMENTS, LIGHT, agree_range, contended_runs, experiment, get,  # noqa: F401
+from .experiment_kit import (CONTENDED, EXPERIMENTS, agree_range, contended_runs, experiment, get,  # noqa: F401
                              paired_rel, pct_ci, ratio_of_means)
 from .stats import fmt_pct
 

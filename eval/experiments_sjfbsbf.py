@@ -43,7 +43,7 @@ from clustergym.core.hardware import ClusterSpec, ServerSpec
 from clustergym.core.mapping import MODEL_ALIASES, MappingConfig
 from clustergym.core.trace_schema import traces_dir
 
-from .stats import t_interval
+from .experiment_kit import paired_rel
 
 EXPERIMENTS: dict[str, Callable] = {}
 POLICIES = ("sjf-bsbf", "sjf-ffs", "sjf", "sjf-gpu", "fifo")
@@ -110,12 +110,9 @@ def one_run(label: str, n_jobs: int, seed: int, nic_gbps: float = NIC_GBPS, **si
 
 
 def paired(df: pd.DataFrame, policy: str, ref: str, metric: str = "mean_jct") -> tuple[float, float, float, int]:
-    """Mean and 95 % t-interval over seeds of (policy - ref) / ref."""
-    a = df[df["policy"] == policy].set_index("seed")[metric]
-    b = df[df["policy"] == ref].set_index("seed")[metric]
-    r = ((a - b) / b).dropna().to_numpy(dtype=float)
-    m, lo, hi, _, n = t_interval(r)
-    return m, lo, hi, n
+    """Mean and 95 % t-interval over seeds of (policy - ref) / ref (one run per seed:
+    :func:`~clustergym.eval.experiment_kit.paired_rel` with a single scenario)."""
+    return paired_rel(df.assign(scenario=""), policy, ref, metric)
 
 
 @register

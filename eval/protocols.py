@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .files import atomic_write_text
-from .specs import SweepSpecError, code_version, git_state, make_runs, policy_identity
+from .specs import SweepSpecError, code_version, git_state, make_runs
 
 # The registered scenarios the protocols use, in one place: a protocol label -> the env id it was defined on.
 SCENARIO_IDS: dict[str, str] = {
@@ -151,7 +151,7 @@ def write_results(out_dir: str | os.PathLike, p: Protocol, runs: Sequence[dict],
     """``protocol.json`` and ``protocol.md`` in ``out_dir`` from the sweep's long summary (one row per
     scenario, policy and metric, :func:`clustergym.eval.stats.summarize`); returns their paths."""
     env_ids = {s.label: s.env_id for s in p.scenarios}
-    policies = {r["policy"]: policy_identity(r["policy_spec"]) for r in runs}
+    policies = {r["policy"]: r["identity"]["policy"] for r in runs}  # the identity each run was played with
     rows = [{"env_id": env_ids.get(r["scenario"]), **{k: _plain(v) for k, v in r.items()}}
             for r in long.to_dict("records")]
     doc = {"protocol": p.definition(), "policies": policies, "provenance": provenance(), "command": command,

@@ -21,7 +21,9 @@ from clustergym.scenarios import make_env
 
 
 def depths(env_id: str, policy: str, load: float, seeds: list[int], window_jobs: int) -> dict[str, np.ndarray]:
-    env = make_env(env_id, {"workload": "generator", "window_jobs": window_jobs, "generator": {"load": load}})
+    # load=None: the generator's load is the offered load (a scenario's trace-window load does not apply)
+    env = make_env(env_id, {"workload": "generator", "load": None, "window_jobs": window_jobs,
+                            "generator": {"load": load}})
     u = env.unwrapped
     out: dict[str, list] = {"waiting jobs": [], "candidate jobs": [], "running jobs": [], "cut": []}
     for seed in seeds:

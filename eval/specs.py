@@ -366,7 +366,8 @@ def expand_loads(scenarios: list[dict], loads: Sequence[float] | None, mode: str
             if mode == "jobs":
                 kw["window_jobs"] = max(1, int(round(base_window_jobs(sc["env_id"], kw) * x)))
             elif mode == "generator":
-                kw = deep_merge(kw, {"workload": "generator", "generator": {"load": float(x)}})
+                # a generated workload's load is its generator's: a scenario's trace-window load does not apply
+                kw = deep_merge(kw, {"workload": "generator", "load": None, "generator": {"load": float(x)}})
             elif mode == "arrival":
                 kw["load"] = float(x)
             else:
@@ -414,8 +415,10 @@ def code_version() -> str:
     return out if state is None else f"{out}+g{state[0]}" + (".dirty" if state[1] else "")
 
 
-def run_identity(policy_spec: dict, env_id: str, env_kwargs: dict, seed: int) -> dict:
-    return {"policy": policy_identity(policy_spec), "env_id": env_id, "env_kwargs": env_kwargs, "seed": int(seed),
+def run_identity(policy_id: dict, env_id: str, env_kwargs: dict, seed: int) -> dict:
+    """What decides a run's result (a finished run is reused only if it matches); ``policy_id``:
+    :func:`policy_identity` of its policy."""
+    return {"policy": policy_id, "env_id": env_id, "env_kwargs": env_kwargs, "seed": int(seed),
             "code": code_version()}
 
 
@@ -466,15 +469,16 @@ def make_runs(policies: list[dict], scenarios: list[dict], seeds: Iterable[int],
     under ``common`` under the scenario's own), and identity. Runs that would collide are refused
     (:func:`check_collisions`)."""
     runs = []
+    pids = [policy_identity(p) for p in policies]  # once per policy (it may hash model files)
     for sc in scenarios:
         kw = deep_merge(deep_merge(EVAL_DEFAULTS, common or {}), sc["kwargs"])  # held-out windows by default
         if max_steps is not None:
             kw["max_steps"] = int(max_steps)
-        for p in policies:
+        for p, pid in zip(policies, pids):
             for s in seeds:
                 runs.append({"key": run_key(p["label"], sc["label"], s), "policy": p["label"], "policy_spec": p,
                              "scenario": sc["label"], "scenario_base": sc.get("base", sc["label"]),
                              "load": float(sc.get("load", 1.0)), "env_id": sc["env_id"], "env_kwargs": kw,
-                             "seed": int(s), "identity": run_identity(p, sc["env_id"], kw, s)})
+                             "seed": int(s), "identity": run_identity(pid, sc["env_id"], kw, s)})
     check_collisions(runs)
     return runs

@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     import torch
 
-    from clustergym.agents.semi_mdp import SemiMDPCallback
+    from clustergym.agents.semi_mdp import callbacks
     from clustergym.train import ppo
     from clustergym.train.config import load_config
 
@@ -40,15 +40,12 @@ def main(argv: list[str] | None = None) -> None:
     env = ppo.training_envs(cfg)
     model = ppo.new_model(cfg, env, None)
 
-    def callbacks():
-        return [SemiMDPCallback()] if cfg.gamma_hour is not None else []
-
-    model.learn(cfg.n_envs * cfg.n_steps, callback=callbacks())  # not timed: compilation, first reset
+    model.learn(cfg.n_envs * cfg.n_steps, callback=callbacks(model))  # not timed: compilation, first reset
     prof = cProfile.Profile() if a.profile else None
     w0, c0 = time.time(), time.process_time()
     if prof:
         prof.enable()
-    model.learn(a.steps, callback=callbacks(), reset_num_timesteps=False)
+    model.learn(a.steps, callback=callbacks(model), reset_num_timesteps=False)
     if prof:
         prof.disable()
     wall, cpu = time.time() - w0, time.process_time() - c0

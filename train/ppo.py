@@ -256,12 +256,11 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
             model.set_logger(configure_logger(0, tb_dir, "ppo", True))
             evaluate_and_checkpoint(model, model.logger)
         if model.num_timesteps < cfg.timesteps and stop.requested is None:
-            cbs = [SummaryCallback(cfg.timesteps, cfg.log_every, cfg.progress_bar),
-                   EvalCheckpointCallback(cfg.eval_freq, evaluate_and_checkpoint, stop, stop_at)]
-            if cfg.gamma_hour is not None:
-                from clustergym.agents.semi_mdp import SemiMDPCallback
+            from clustergym.agents.semi_mdp import callbacks
 
-                cbs.insert(0, SemiMDPCallback())  # before any callback that may stop the rollout
+            cbs = [*callbacks(model),  # before any callback that may stop the rollout
+                   SummaryCallback(cfg.timesteps, cfg.log_every, cfg.progress_bar),
+                   EvalCheckpointCallback(cfg.eval_freq, evaluate_and_checkpoint, stop, stop_at)]
             if cfg.value_warmup_steps:
                 cbs.append(ValueWarmup(cfg.value_warmup_steps))
             n0, t0 = model.num_timesteps, time.time()
