@@ -181,14 +181,7 @@ def test_finished_jobs_leave_no_stale_state():
         assert not any(c.server_tasks) and all(len(t) == 0 for t in (c.tasks_by_id(s) for s in range(c.n_servers)))
         assert (c.server_max_free_gpu_mem == c.gpu_mem_cap[c.server_first_gpu]).all()
         assert np.allclose(c.net_mbps, 0.0) and not math.isnan(float(c.net_mbps.sum()))
-    assert res_flows_empty(sim)
-
-
-def res_flows_empty(sim) -> bool:
-    """No NIC counts a flow once every job has ended."""
-    if sim.active_jobs:
-        return True
-    return sim.resources.nic_flows == [0] * sim.cluster.n_servers and not any(sim.resources._nic_jobs)
+    # (check_simulator's NIC counts equal the active jobs' crossings: none once every job has ended)
 
 
 def random_core_commands(sim, rng) -> None:
@@ -216,5 +209,4 @@ def test_nic_sharing_matches_a_rebuild_after_random_commands(seed):
         random_core_commands(sim, rng)
         shared += any(j._pace.nic_key for j in sim.active_jobs.values())
     check_simulator(sim)
-    assert res_flows_empty(sim)
     assert shared > 0  # the rollout did exercise NIC sharing

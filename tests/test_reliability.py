@@ -72,5 +72,5 @@ def test_randomised_episodes_keep_every_invariant(env_id, block):
                           max_steps=MAX_STEPS, invalid_action="raise", allow_empty_episode=True)
             for pre in (False, True)}
     steps = [run_checked_episode(envs[seed % 2 == 1], seed) for seed in seeds]
-    assert len(steps) == n and sum(steps) > n  # the episodes took decisions
+    assert sum(steps) > n  # the episodes took decisions
     assert sum(s == 0 for s in steps) <= n // 20  # (empty or decision-free episodes are rare)
