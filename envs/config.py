@@ -140,9 +140,9 @@ class EnvConfig:
     reward_weights: tuple = field(default_factory=default_weights)
     time_scale: float = 3600.0
     # 1 TB of cross-server traffic per job = 1: under MLF-H on the light scenario's training windows g3 and g1 are
-    # then of one size, so beta alone sets their balance as MLFS intends. Measured (2.82 TB per job, mean JCT 3.02 h):
+    # then of one size, so beta alone sets their balance as MLFS intends. Measured (2.48 TB per job, mean JCT 2.93 h):
     #   .venv/bin/python -c "from clustergym.eval.rollout import evaluate; import numpy as np;
-    #   r = evaluate('mlf-h', 'clustergym/GPUClusterLight-v1', {}, range(100, 120));
+    #   r = evaluate('mlf-h', 'clustergym/GPUClusterLight-v1', {'split': 'train'}, range(100, 120));
     #   print(np.mean([x['bandwidth_mb'] / x['jobs'] / 1e6 for x in r]), np.mean([x['mean_jct'] / 3600 for x in r]))"
     bytes_scale: float = 1.0e6
     invalid_action: str = "penalty"
