@@ -116,10 +116,11 @@ def test_the_warm_start_reaches_the_checkpoint_and_the_final_table(tmp_path):
     from clustergym.agents.rllib_pairwise import sb3_state_dict
     from clustergym.train.config import load_config
     from clustergym.train.ppo import new_model, warm_start
+    from clustergym.train.rllib_ppo import RLLIB_DEFAULTS
     from clustergym.train.rundir import RunFolder
 
     cfg = load_config(overrides={"env": {"window_jobs": 6}, "bc_episodes": 2, "bc_holdout_episodes": 1, "bc_steps": 30,
-                                 "bc_dagger_rounds": 0, "progress_bar": False})
+                                 "bc_dagger_rounds": 0, "progress_bar": False}, defaults=RLLIB_DEFAULTS)
     env = make_env(SCENARIO, cfg.train_env_config())
     model = new_model(cfg, env, None)
     warm_start(cfg, RunFolder(tmp_path / "sb3"), model)
