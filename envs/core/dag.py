@@ -36,12 +36,14 @@ Cross-server bytes per iteration are accounted per server pair for MLFS's bandwi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import numpy as np
+
+from . import dag_kernels as kernels
 from .catalogue import ModelProfile
 from .workload import JobSpec
 
-MB_PER_GBIT = 125.0  # 1 Gbit = 125 MB
 TASK_GPU_OVERHEAD_GB = 0.3  # CUDA context and framework buffers per task
 PS_CPU_CORES = 2.0
 
@@ -132,10 +134,6 @@ def worker_gpu_memory(replica_gb: float, share: float) -> float:
     return TASK_GPU_OVERHEAD_GB + replica_gb * share
 
 
-def transfer_s(mb: float, gbps: float) -> float:
-    return 0.0 if gbps == math.inf or mb <= 0 else mb / (gbps * MB_PER_GBIT)
-
-
 def reference_iteration_time(model: ModelProfile, n_partitions: int, n_replicas: int, sync: str, gpu_type: str,
                              comm_ps_mb: float, comm_worker_mb: float, gpus_per_server: int = 8,
                              nic_gbps: float = 10.0, intra_gbps: float = 100.0) -> float:
@@ -164,37 +162,44 @@ def reference_iteration_time(model: ModelProfile, n_partitions: int, n_replicas:
 
 @dataclass
 class PlacementPlan:
-    """Everything about a job's iteration that depends only on where its tasks are (its DAG edges as links,
-    cross-server bytes), with the link times under one set of NIC shares, so a change of contention only
-    re-runs the critical path and a change of NIC shares only re-times the links (:func:`retime`)."""
+    """Everything about a job's iteration that depends only on where its tasks are (one link per DAG edge and
+    per synchronisation transfer, cross-server bytes), with the link times under one set of NIC shares, so a
+    change of contention only re-runs the critical path and a change of NIC shares only re-times the links
+    (:func:`retime`). Links are ``(server a, server b, MB)``: ``a = b = -1`` on one GPU, ``a == b`` inside a
+    server (:mod:`clustergym.core.dag_kernels`)."""
 
-    order: list[tuple[int, int, tuple[tuple[int, int], ...]]]  # (task, replica, ((parent, link id), ...)) in topological order
-    # the job's workers on one GPU, per GPU holding several (replicas too: Hare's relaxed synchronisation runs the
-    # tasks of a round that share a GPU one after another, so the iteration takes at least their summed compute)
-    shared_gpu_groups: list[tuple[int, ...]]
-    n_replicas: int
-    links: list[tuple[int, int, float]]  # link id -> (server a, server b, MB); a == b: inside a server; -1: one GPU
-    sync_links: tuple[int, ...]  # the links of the synchronisation step (PS pushes/pulls, ring hops)
+    edge_links: tuple[np.ndarray, np.ndarray, np.ndarray]  # a, b, MB per DAG edge (aligned with JobGraph.p_idx)
+    sync_links: tuple[np.ndarray, np.ndarray, np.ndarray]  # a, b, MB per PS push/pull or ring hop
+    # the workers of each GPU holding several (replicas too: Hare's relaxed synchronisation runs the tasks of a
+    # round that share a GPU one after another), CSR: g_task[g_start[i]:g_start[i + 1]]
+    g_start: np.ndarray
+    g_task: np.ndarray
     ps_server: int  # the parameter server's server, -1 without one
     ps_cross_mb: float  # MB per iteration through the PS server's NIC (every cross-server worker's push and pull)
-    link_s: list[float]  # seconds per link under the NIC shares the plan was timed with
+    edge_s: np.ndarray | None  # seconds per DAG edge under the NIC shares the plan was timed with (None: untimed)
     sync_s: float
-    cross: dict[tuple[int, int], float]
+    cross: dict[tuple[int, int], float]  # {(server a, server b): MB per iteration}, a < b
     cross_servers: frozenset[int]  # the servers in ``cross``'s pairs
 
 
 @dataclass(frozen=True)
 class JobGraph:
-    """The placement-independent part of :func:`placement_plan` for one job (its DAG edges, sync links and
-    volumes), built once per job so a re-plan after every migration only looks up links."""
+    """The placement-independent part of :func:`placement_plan` for one job, as the kernels' arrays: its
+    workers in topological order with their non-PS parents (CSR), its sync transfers and volumes. Built once
+    per job, so a re-plan after every migration only looks up the tasks' slots."""
 
-    workers: tuple[tuple[int, int, tuple[int, ...]], ...]  # (task, replica, non-PS parents) in topological order
+    w_task: np.ndarray  # worker task indices, topological order
+    w_rep: np.ndarray  # their replicas
+    p_start: np.ndarray  # worker i's non-PS parents: p_idx[p_start[i]:p_start[i + 1]]
+    p_idx: np.ndarray
     comm_worker_mb: float
     ps: bool  # parameter-server sync (task 0 is the PS)
     ps_mb: float  # per worker and iteration, to and from the PS
-    ring: tuple[tuple[int, int], ...]  # all-reduce ring links (a -> b), partition by partition
+    ring_a: np.ndarray  # all-reduce ring links (a -> b), partition by partition
+    ring_b: np.ndarray
     ring_mb: float
     n_replicas: int
+    n_tasks: int
 
 
 def link_volumes(spec: JobSpec) -> tuple[float, float, float]:
@@ -207,18 +212,24 @@ def link_volumes(spec: JobSpec) -> tuple[float, float, float]:
 
 
 def job_graph(tasks: list[TaskTemplate], spec: JobSpec) -> JobGraph:
-    workers = tuple((t.index, t.replica, tuple(p for p in t.parents if tasks[p].kind != "ps"))
-                    for t in tasks if t.kind == "worker")
+    workers = [t for t in tasks if t.kind == "worker"]
+    parents = [[p for p in t.parents if tasks[p].kind != "ps"] for t in workers]
     worker_mb, ps_mb, ring_mb = link_volumes(spec)
     ring: list[tuple[int, int]] = []
     if ring_mb:
         by_partition: dict[int, list[int]] = {}
-        for t in tasks:
-            if t.kind == "worker":
-                by_partition.setdefault(t.partition, []).append(t.index)
+        for t in workers:
+            by_partition.setdefault(t.partition, []).append(t.index)
         for members in by_partition.values():
             ring.extend((a, members[(i + 1) % len(members)]) for i, a in enumerate(members))
-    return JobGraph(workers, worker_mb, spec.sync == "ps", ps_mb, tuple(ring), ring_mb, spec.n_replicas)
+    return JobGraph(_ints([t.index for t in workers]), _ints([t.replica for t in workers]),
+                    _ints(np.cumsum([0] + [len(ps) for ps in parents])), _ints([p for ps in parents for p in ps]),
+                    worker_mb, spec.sync == "ps", ps_mb, _ints([a for a, _ in ring]), _ints([b for _, b in ring]),
+                    ring_mb, spec.n_replicas, len(tasks))
+
+
+def _ints(values) -> np.ndarray:
+    return np.array(values, dtype=np.int64)
 
 
 def placement_plan(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int], gpus: list[int],
@@ -231,107 +242,46 @@ def plan_placement(g: JobGraph, servers: list[int], gpus: list[int], intra: list
                    nic: list[float]) -> PlacementPlan:
     """:func:`placement_plan` from the job's :class:`JobGraph`: :func:`link_plan` timed by :func:`retime`.
     ``nic[s]``: the bandwidth server s's NIC gives this job (its whole NIC, or its share of it)."""
-    return retime(link_plan(g, servers, gpus), intra, nic)
+    return retime(link_plan(g, servers, gpus), np.asarray(intra, dtype=np.float64),
+                  np.asarray(nic, dtype=np.float64))
 
 
-def link_plan(g: JobGraph, servers: list[int], gpus: list[int]) -> PlacementPlan:
+def link_plan(g: JobGraph, servers, gpus) -> PlacementPlan:
     """The placement's links, not yet timed (what the simulator builds once per placement and times with
     :func:`retime` for the NIC shares it meets). Which servers exchange bytes (``cross``, ``cross_servers``)
-    depends on the placement alone."""
-    cross: dict[tuple[int, int], float] = {}
-    link_ids: dict[tuple[int, int, float], int] = {}
-    links: list[tuple[int, int, float]] = []
-
-    def link(a: int, b: int, mb: float) -> int:
-        """The id of the link that carries ``mb`` from task a to task b (free on one GPU, over ``intra`` inside
-        a server, over the slower NIC between servers); bytes between two servers are tallied in ``cross``."""
-        sa, sb = servers[a], servers[b]
-        if sa != sb:
-            key = (sa, sb) if sa < sb else (sb, sa)
-            if mb > 0:
-                cross[key] = cross.get(key, 0.0) + mb
-            lk = (key[0], key[1], mb)
-        else:
-            lk = (-1, -1, 0.0) if gpus[a] == gpus[b] >= 0 else (sa, sa, mb)
-        i = link_ids.get(lk)
-        if i is None:
-            i = link_ids[lk] = len(links)
-            links.append(lk)
-        return i
-
-    mb = g.comm_worker_mb
-    # tasks are stored layer by layer within a replica: already topological
-    order = [(k, r, tuple([(p, link(p, k, mb)) for p in parents]) if parents else ()) for k, r, parents in g.workers]
-    shared = []
-    worker_gpus = [gpus[k] for k, _r, _p in g.workers]
-    if len(set(worker_gpus)) < len(worker_gpus):  # some GPU holds several workers: they run one after another
-        groups: dict[int, list[int]] = {}
-        for (k, _r, _p), gpu in zip(g.workers, worker_gpus):
-            groups.setdefault(gpu, []).append(k)
-        shared = [tuple(ks) for ks in groups.values() if len(ks) > 1]
-    ps_server, ps_cross_mb, sync_links = -1, 0.0, ()
-    if g.ps:
-        ps_server = servers[0]
-        mb = g.ps_mb  # push gradients, pull parameters
-        sync_links = tuple({link(k, 0, mb) for k, _r, _p in g.workers})
-        for k, _r, _p in g.workers:  # summed one by one (not mb x count): the same float as every transfer adds
-            if servers[k] != ps_server:
-                ps_cross_mb += mb
-    elif g.ring:
-        sync_links = tuple({link(a, b, g.ring_mb) for a, b in g.ring})
-    return PlacementPlan(order, shared, g.n_replicas, links, sync_links, ps_server, ps_cross_mb, [], 0.0, cross,
-                         frozenset().union(*cross))
+    depends on the placement alone. ``servers[k]``, ``gpus[k]``: task k's slot (GPU -1 for the PS)."""
+    (ea, eb, emb, sa, sb, smb, ps_cross_mb, ca, cb, cmb, g_start, g_task) = kernels.link_plan(
+        g.w_task, g.p_start, g.p_idx, g.comm_worker_mb, g.ps, g.ps_mb, g.ring_a, g.ring_b, g.ring_mb,
+        np.asarray(servers, dtype=np.int64), np.asarray(gpus, dtype=np.int64))
+    cross = dict(zip(zip(ca.tolist(), cb.tolist()), cmb.tolist()))
+    return PlacementPlan((ea, eb, emb), (sa, sb, smb), g_start, g_task, int(servers[0]) if g.ps else -1,
+                         ps_cross_mb, None, 0.0, cross, frozenset(ca.tolist() + cb.tolist()))
 
 
-def retime(plan: PlacementPlan, intra: list[float], nic: list[float]) -> PlacementPlan:
-    """``plan`` with its link and sync times under NIC shares ``nic`` (the placement, hence the links and the
-    cross-server bytes, unchanged): what a change in the number of jobs crossing a NIC costs."""
-    link_s = []
-    for a, b, mb in plan.links:
-        if a < 0:
-            link_s.append(0.0)
-        elif a == b:
-            link_s.append(transfer_s(mb, intra[a]))
-        else:
-            na, nb = nic[a], nic[b]
-            link_s.append(transfer_s(mb, nb if nb < na else na))  # min(na, nb)
-    sync = max([link_s[i] for i in plan.sync_links], default=0.0)
-    if plan.ps_server >= 0:
-        sync = max(sync, transfer_s(plan.ps_cross_mb, nic[plan.ps_server]))
-    return PlacementPlan(plan.order, plan.shared_gpu_groups, plan.n_replicas, plan.links, plan.sync_links,
-                         plan.ps_server, plan.ps_cross_mb, link_s, sync, plan.cross, plan.cross_servers)
+_NO_SHARE = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
 
 
-def critical_time(plan: PlacementPlan, unit_compute: list[float], slowdown: list[float]) -> float:
+def retime(plan: PlacementPlan, intra: np.ndarray, nic: np.ndarray, sharing: tuple = ()) -> PlacementPlan:
+    """``plan`` with its link and sync times when server s's NIC gives this job ``nic[s] / n`` for each (s, n)
+    of ``sharing`` and ``nic[s]`` elsewhere (the placement, hence the links and the cross-server bytes,
+    unchanged): what a change in the number of jobs crossing a NIC costs."""
+    share = (np.array([s for s, _ in sharing], dtype=np.int64),
+             np.array([n for _, n in sharing], dtype=np.int64)) if sharing else _NO_SHARE
+    edge_s, sync_s = kernels.retime(*plan.edge_links, *plan.sync_links, plan.ps_server, plan.ps_cross_mb, intra,
+                                    nic, *share)
+    return replace(plan, edge_s=edge_s, sync_s=sync_s)
+
+
+def critical_time(plan: PlacementPlan, g: JobGraph, unit_compute, slowdown) -> float:
     """Iteration time given per-task compute seconds ``unit_compute[k] * slowdown[k]``: the slowest replica's
     critical path, at least the summed compute of the job's tasks on any one GPU (they share it one after
-    another, whatever their replica), plus the sync time.
-    (The products are taken here, not in a list built by the caller for every contention change.)"""
-    order = plan.order
-    if len(order) == 1:
-        k = order[0][0]
+    another, whatever their replica), plus the sync time."""
+    if len(g.w_task) == 1:
+        k = int(g.w_task[0])
         return unit_compute[k] * slowdown[k] + plan.sync_s
-    finish = [0.0] * len(unit_compute)
-    replica_end = [0.0] * plan.n_replicas
-    link_s = plan.link_s
-    for k, r, edges in order:
-        start = 0.0
-        for p, li in edges:
-            v = finish[p] + link_s[li]
-            if v > start:
-                start = v
-        f = start + unit_compute[k] * slowdown[k]
-        finish[k] = f
-        if f > replica_end[r]:
-            replica_end[r] = f
-    end = max(replica_end)
-    for ks in plan.shared_gpu_groups:
-        busy = 0.0  # the sum of their compute, without a generator
-        for k in ks:
-            busy += unit_compute[k] * slowdown[k]
-        if busy > end:
-            end = busy
-    return end + plan.sync_s
+    return kernels.critical_time(g.w_task, g.w_rep, g.p_start, g.p_idx, plan.edge_s, g.n_replicas, plan.g_start,
+                                 plan.g_task, plan.sync_s, np.asarray(unit_compute, dtype=np.float64),
+                                 np.asarray(slowdown, dtype=np.float64))
 
 
 def iteration_time(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int], gpus: list[int],
@@ -343,6 +293,7 @@ def iteration_time(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int],
     iteration time on task k's GPU type; ``slowdown[k]`` >= 1: contention factor; ``intra``/``nic``:
     per-server bandwidths (indexed by server id).
     """
-    plan = placement_plan(tasks, spec, servers, gpus, intra, nic)
+    g = job_graph(tasks, spec)
+    plan = plan_placement(g, servers, gpus, intra, nic)
     unit = [t.compute_share * base_time[t.index] for t in tasks]
-    return critical_time(plan, unit, slowdown), plan.cross
+    return critical_time(plan, g, unit, slowdown), plan.cross

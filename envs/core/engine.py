@@ -85,9 +85,9 @@ class Simulator:
         self.active_jobs: dict[int, Job] = {}
         self.metrics = Metrics(self.cluster.n_servers)
         self._on_bytes = self.metrics.add_cross_per_iter
-        # per-server bandwidths for placement plans and migrations, as Python floats
-        self._intra = self.cluster.intra_gbps.tolist()
-        self._nic = self.cluster.nic_gbps.tolist()
+        # per-server bandwidths for placement plans (the dag kernels' arrays)
+        self._intra = self.cluster.intra_gbps
+        self._nic = self.cluster.nic_gbps
         self._events: list = []
         self._seq = 0
         self._epoch = dict.fromkeys(self.jobs, 0)  # versions each job's completion events: stale ones are skipped

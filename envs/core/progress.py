@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+import numpy as np
+
 from .accumulation import compute_factor
 from .dag import critical_time, job_graph, link_plan, retime
 from .job import JOB_ACTIVE, Job, Task, TASK_WAITING
@@ -32,8 +34,8 @@ _NO_TRAFFIC = (0.0, {}, frozenset())
 class Pace:
     """The progress layer's private state of one job (``job._pace``); nothing else reads it."""
 
-    __slots__ = ("graph", "plan", "nic_key", "unit_compute", "slots", "slow_key", "iter_times", "cross",
-                 "cross_total", "cross_servers", "scheduled")
+    __slots__ = ("graph", "plan", "nic_key", "unit_compute", "slots", "servers", "gpus", "slow_key", "iter_times",
+                 "cross", "cross_total", "cross_servers", "scheduled")
 
     def __init__(self, n_tasks: int) -> None:
         self.graph = None  # dag.JobGraph (placement-independent), built at the first full placement
@@ -43,6 +45,8 @@ class Pace:
         # per task, while it is placed: compute share x iteration time on its GPU, and its (server, GPU)
         self.unit_compute = [0.0] * n_tasks
         self.slots = [(-1, -1)] * n_tasks
+        self.servers = np.full(n_tasks, -1, dtype=np.int64)  # the same slots as the kernels' arrays
+        self.gpus = np.full(n_tasks, -1, dtype=np.int64)
         self.slow_key: tuple | None = None  # contention factors the current rate was computed with
         self.iter_times: dict = {}  # slow_key -> iteration time, for the current plan
         self.cross: dict = {}  # {(server a, server b): MB per iteration} of the current plan while running
@@ -63,6 +67,8 @@ def on_attach(task: Task, server: int, gpu: int, gpu_type: str | None) -> None:
     p.unit_compute[t.index] = (t.compute_share * job.model.iter_time(gpu_type) * compute_factor(job.model, job.accum_steps)
                                if gpu >= 0 else 0.0)
     p.slots[t.index] = (server, gpu)
+    p.servers[t.index] = server
+    p.gpus[t.index] = gpu
     p.plan = None
 
 
@@ -101,7 +107,7 @@ def advance(job: Job, now: float, on_bytes: Callable[[dict, float], None]) -> No
 
 
 # -------------------------------------------------------------------------------------------- the rate
-def refresh_rate(job: Job, intra: list[float], nic: list[float], flows: list[int], server_slow: list[float],
+def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int], server_slow: list[float],
                  gpu_slow: list[float], gpu_xi: list[dict]) -> tuple | None:
     """Recompute ``job.rate`` from its placement, the NIC shares of its cross-server links (``flows``: jobs
     crossing each server's NIC, as the resources layer counts them) and the slowdowns of its slots (each task
@@ -117,12 +123,12 @@ def refresh_rate(job: Job, intra: list[float], nic: list[float], flows: list[int
         if plan is None:
             if p.graph is None:
                 p.graph = job_graph([t.t for t in job.tasks], job.spec)
-            p.plan = plan = link_plan(p.graph, [t.server for t in job.tasks], [t.gpu for t in job.tasks])
+            p.plan = plan = link_plan(p.graph, p.servers, p.gpus)
             p.nic_key = None  # not yet timed
         # the NIC shares of its cross-server links (most jobs have none: nothing to share)
         key = nic_sharing(plan.cross_servers, old_servers, flows) if plan.cross_servers else ()
         if key != p.nic_key:
-            p.plan = plan = retime(plan, intra, shared_nic(nic, key) if key else nic)
+            p.plan = plan = retime(plan, intra, nic, key)
             p.nic_key = key
             p.slow_key = None
             p.iter_times = {}
@@ -134,7 +140,7 @@ def refresh_rate(job: Job, intra: list[float], nic: list[float], flows: list[int
             # time of each for the current placement
             T = p.iter_times.get(slow_key)
             if T is None:
-                T = p.iter_times[slow_key] = critical_time(plan, p.unit_compute, slow_key)
+                T = p.iter_times[slow_key] = critical_time(plan, p.graph, p.unit_compute, slow_key)
             job.rate = rate = 1.0 / T if T > 0 else math.inf
             if old_cross is not plan.cross:
                 p.cross = plan.cross
@@ -161,15 +167,6 @@ def nic_sharing(servers: frozenset, registered: frozenset, flows: list[int]) -> 
         if n > 1:
             key.append((s, n))
     return tuple(key)
-
-
-def shared_nic(nic: list[float], sharing: tuple) -> list[float]:
-    """Per-server NIC bandwidth one job gets: ``nic[s] / n`` for each (s, n) of ``sharing``, ``nic[s]``
-    elsewhere."""
-    out = list(nic)
-    for s, n in sharing:
-        out[s] = nic[s] / n
-    return out
 
 
 def stop(job: Job) -> tuple:

@@ -1,0 +1,179 @@
+"""Compiled (numba) kernels of a job's iteration time: its placement's links, their times under NIC shares,
+and the critical path (:mod:`clustergym.core.dag` states the model; these are its arithmetic).
+
+A job's DAG arrives as arrays (:class:`~clustergym.core.dag.JobGraph`): the workers in topological order
+(``w_task``, ``w_rep``) and their non-PS parents in CSR form (``p_start``, ``p_idx``: worker i's parents are
+``p_idx[p_start[i]:p_start[i + 1]]``). Every DAG edge and every synchronisation transfer is one *link*
+``(server a, server b, MB)``: ``a = b = -1`` on one GPU (free), ``a == b`` inside a server, else between two
+servers (``a < b``). The kernels do the operations of the plain-Python rules they replace in the same order
+(sums accumulated edge by edge, the same comparisons), so iteration times are those floats bit for bit; with
+``NUMBA_DISABLE_JIT=1`` they run as plain Python. ``cache=True`` keeps the compiled code in ``__pycache__``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+MB_PER_GBIT = 125.0  # 1 Gbit = 125 MB
+
+
+@njit(cache=True)
+def transfer_s(mb: float, gbps: float) -> float:
+    """Seconds to move ``mb`` MB at ``gbps`` Gbit/s (0 for nothing to move or an infinite link)."""
+    if gbps == math.inf or mb <= 0:
+        return 0.0
+    return mb / (gbps * MB_PER_GBIT)
+
+
+@njit(cache=True)
+def _link(servers, gpus, a, b, mb, la, lb, lmb, i, cross_a, cross_b, cross_mb, n_cross):
+    """Write link i for ``mb`` MB from task a to task b; tally bytes between two servers in the cross arrays
+    (pairs in first-seen order, each sum accumulated transfer by transfer). Returns the new pair count."""
+    sa, sb = servers[a], servers[b]
+    if sa != sb:
+        lo, hi = (sa, sb) if sa < sb else (sb, sa)
+        la[i], lb[i], lmb[i] = lo, hi, mb
+        if mb > 0:
+            for j in range(n_cross):
+                if cross_a[j] == lo and cross_b[j] == hi:
+                    cross_mb[j] = cross_mb[j] + mb
+                    return n_cross
+            cross_a[n_cross], cross_b[n_cross], cross_mb[n_cross] = lo, hi, 0.0 + mb
+            return n_cross + 1
+    elif gpus[a] == gpus[b] and gpus[b] >= 0:
+        la[i], lb[i], lmb[i] = -1, -1, 0.0
+    else:
+        la[i], lb[i], lmb[i] = sa, sa, mb
+    return n_cross
+
+
+@njit(cache=True)
+def link_plan(w_task, p_start, p_idx, worker_mb, ps, ps_mb, ring_a, ring_b, ring_mb, servers, gpus):
+    """The links of a placement (``servers[k]``, ``gpus[k]``: task k's slot, GPU -1 for the PS).
+
+    Returns (edge links a, b, MB: one per DAG edge, aligned with ``p_idx``; sync links a, b, MB: one per
+    worker's PS push/pull, or per all-reduce ring hop; MB per iteration through the PS server's NIC; the
+    cross-server pairs a, b and their MB per iteration, first ``n_cross`` entries; GPU groups of the workers
+    sharing one GPU in CSR form: ``g_task[g_start[i]:g_start[i + 1]]``)."""
+    n_edges, nw = len(p_idx), len(w_task)
+    n_sync = nw if ps else len(ring_a)
+    ea, eb, emb = np.empty(n_edges, np.int64), np.empty(n_edges, np.int64), np.empty(n_edges)
+    sa, sb, smb = np.empty(n_sync, np.int64), np.empty(n_sync, np.int64), np.empty(n_sync)
+    cap = n_edges + n_sync
+    cross_a, cross_b, cross_mb = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap)
+    n_cross = 0
+    for i in range(nw):  # tasks are stored layer by layer within a replica: already topological
+        k = w_task[i]
+        for j in range(p_start[i], p_start[i + 1]):
+            n_cross = _link(servers, gpus, p_idx[j], k, worker_mb, ea, eb, emb, j, cross_a, cross_b, cross_mb,
+                            n_cross)
+    ps_cross_mb = 0.0
+    if ps:  # push gradients, pull parameters; summed worker by worker (the float every transfer adds)
+        for i in range(nw):
+            k = w_task[i]
+            n_cross = _link(servers, gpus, k, 0, ps_mb, sa, sb, smb, i, cross_a, cross_b, cross_mb, n_cross)
+            if servers[k] != servers[0]:
+                ps_cross_mb += ps_mb
+    else:
+        for i in range(n_sync):
+            n_cross = _link(servers, gpus, ring_a[i], ring_b[i], ring_mb, sa, sb, smb, i, cross_a, cross_b,
+                            cross_mb, n_cross)
+    g_start, g_task = _shared_gpu_groups(w_task, gpus)
+    return (ea, eb, emb, sa, sb, smb, ps_cross_mb, cross_a[:n_cross], cross_b[:n_cross], cross_mb[:n_cross],
+            g_start, g_task)
+
+
+@njit(cache=True)
+def _shared_gpu_groups(w_task, gpus):
+    """The workers of each GPU holding several of them (in worker order), as CSR arrays: they run one after
+    another (Hare's relaxed synchronisation), so an iteration takes at least their summed compute."""
+    nw = len(w_task)
+    first = np.full(nw, -1, np.int64)  # per worker: the index of the first worker on its GPU
+    counts = np.zeros(nw, np.int64)
+    for i in range(nw):
+        g = gpus[w_task[i]]
+        for j in range(i + 1):
+            if gpus[w_task[j]] == g:
+                first[i] = j
+                counts[j] += 1
+                break
+    g_start = [0]
+    g_task = []
+    for j in range(nw):
+        if counts[j] > 1:
+            for i in range(j, nw):
+                if first[i] == j:
+                    g_task.append(w_task[i])
+            g_start.append(len(g_task))
+    return np.array(g_start, np.int64), np.array(g_task, np.int64)
+
+
+@njit(cache=True)
+def retime(ea, eb, emb, sa, sb, smb, ps_server, ps_cross_mb, intra, nic, share_s, share_n):
+    """Link times (one per DAG edge) and the synchronisation time under NIC shares: server ``share_s[i]``'s
+    NIC gives this job ``nic / share_n[i]``, the others their whole NIC. A link between two servers runs at
+    the smaller of their NICs; the sync step takes its slowest link, and with a parameter server at least
+    the PS server NIC's time for every cross-server push and pull."""
+    bw = nic.copy()
+    for i in range(len(share_s)):
+        bw[share_s[i]] = nic[share_s[i]] / share_n[i]
+    edge_s = _link_times(ea, eb, emb, intra, bw)
+    sync_s = 0.0
+    sync_times = _link_times(sa, sb, smb, intra, bw)
+    for i in range(len(sync_times)):
+        if i == 0 or sync_times[i] > sync_s:
+            sync_s = sync_times[i]
+    if ps_server >= 0:
+        t = transfer_s(ps_cross_mb, bw[ps_server])
+        if t > sync_s:
+            sync_s = t
+    return edge_s, sync_s
+
+
+@njit(cache=True)
+def _link_times(la, lb, lmb, intra, bw):
+    out = np.empty(len(la))
+    for i in range(len(la)):
+        a, b = la[i], lb[i]
+        if a < 0:
+            out[i] = 0.0
+        elif a == b:
+            out[i] = transfer_s(lmb[i], intra[a])
+        else:
+            na, nb = bw[a], bw[b]
+            out[i] = transfer_s(lmb[i], nb if nb < na else na)  # min(na, nb)
+    return out
+
+
+@njit(cache=True)
+def critical_time(w_task, w_rep, p_start, p_idx, edge_s, n_replicas, g_start, g_task, sync_s, unit, slow):
+    """Iteration time for per-task compute seconds ``unit[k] * slow[k]``: the slowest replica's critical path
+    (node and edge weights), at least the summed compute of the workers on any one GPU, plus the sync time."""
+    finish = np.zeros(len(unit))
+    replica_end = np.zeros(n_replicas)
+    for i in range(len(w_task)):
+        k = w_task[i]
+        start = 0.0
+        for j in range(p_start[i], p_start[i + 1]):
+            v = finish[p_idx[j]] + edge_s[j]
+            if v > start:
+                start = v
+        f = start + unit[k] * slow[k]
+        finish[k] = f
+        r = w_rep[i]
+        if f > replica_end[r]:
+            replica_end[r] = f
+    end = replica_end[0]
+    for r in range(1, n_replicas):
+        if replica_end[r] > end:
+            end = replica_end[r]
+    for gi in range(len(g_start) - 1):
+        busy = 0.0
+        for j in range(g_start[gi], g_start[gi + 1]):
+            k = g_task[j]
+            busy += unit[k] * slow[k]
+        if busy > end:
+            end = busy
+    return end + sync_s
