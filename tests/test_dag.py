@@ -106,18 +106,17 @@ def test_unpartitionable_model_rejects_partitions():
 @pytest.mark.parametrize("sync, servers, gpus", [("ps", [0, 0, 1, 1, 2], [-1, 0, 4, 5, 8]),
                                                  ("allreduce", [0, 1, 1, 2], [0, 4, 4, 8])])
 def test_retimed_plan_equals_a_fresh_plan_under_the_new_nic_shares(sync, servers, gpus):
-    from clustergym.core.dag import critical_time, job_graph, placement_plan, retime
+    from clustergym.core.dag import critical_time, placement_plan, retime
 
     spec = job(P=2, R=2, sync=sync)
     tasks = build_tasks(spec, CHAIN)
-    g = job_graph(tasks, spec)
     intra, whole, shared = [100.0] * 3, [10.0] * 3, [10.0, 2.5, 5.0]  # NICs 1 and 2 shared by 4 and 2 jobs
     fresh = placement_plan(tasks, spec, servers, gpus, intra, shared)
     again = retime(placement_plan(tasks, spec, servers, gpus, intra, whole), np.array(intra), np.array(whole),
                    ((1, 4), (2, 2)))
-    assert np.array_equal(again.edge_s, fresh.edge_s) and again.sync_s == fresh.sync_s
+    assert np.array_equal(again.link_s, fresh.link_s) and again.sync_s == fresh.sync_s
     assert again.cross == fresh.cross and again.sync_s > 0
     unit, slow = [0.5] * len(tasks), [1.0] * len(tasks)
-    assert critical_time(again, g, unit, slow) == critical_time(fresh, g, unit, slow)
-    assert critical_time(again, g, unit, slow) > critical_time(
-        placement_plan(tasks, spec, servers, gpus, intra, whole), g, unit, slow)
+    assert critical_time(again, unit, slow) == critical_time(fresh, unit, slow)
+    assert critical_time(again, unit, slow) > critical_time(
+        placement_plan(tasks, spec, servers, gpus, intra, whole), unit, slow)

@@ -36,7 +36,7 @@ Cross-server bytes per iteration are accounted per server pair for MLFS's bandwi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -165,20 +165,21 @@ class PlacementPlan:
     """Everything about a job's iteration that depends only on where its tasks are (one link per DAG edge and
     per synchronisation transfer, cross-server bytes), with the link times under one set of NIC shares, so a
     change of contention only re-runs the critical path and a change of NIC shares only re-times the links
-    (:func:`retime`). Links are ``(server a, server b, MB)``: ``a = b = -1`` on one GPU, ``a == b`` inside a
-    server (:mod:`clustergym.core.dag_kernels`)."""
+    (:func:`retime`, in place). A link is its two servers: ``-1, -1`` on one GPU, ``a, a`` inside server a,
+    ``a, b`` (a < b) between two servers (:mod:`clustergym.core.dag_kernels`)."""
 
-    edge_links: tuple[np.ndarray, np.ndarray, np.ndarray]  # a, b, MB per DAG edge (aligned with JobGraph.p_idx)
-    sync_links: tuple[np.ndarray, np.ndarray, np.ndarray]  # a, b, MB per PS push/pull or ring hop
+    graph: "JobGraph"
+    links: np.ndarray  # (n_edges + n_sync, 2): the DAG edges (aligned with graph.p_idx), then the sync transfers
+    link_s: np.ndarray  # seconds per link under the NIC shares the plan was last timed with
+    sync_s: float
     # the workers of each GPU holding several (replicas too: Hare's relaxed synchronisation runs the tasks of a
-    # round that share a GPU one after another), CSR: g_task[g_start[i]:g_start[i + 1]]
+    # round that share a GPU one after another), CSR: g_task[g_start[i]:g_start[i + 1]] for i < n_groups
     g_start: np.ndarray
     g_task: np.ndarray
+    n_groups: int
     ps_server: int  # the parameter server's server, -1 without one
     ps_cross_mb: float  # MB per iteration through the PS server's NIC (every cross-server worker's push and pull)
-    edge_s: np.ndarray | None  # seconds per DAG edge under the NIC shares the plan was timed with (None: untimed)
-    sync_s: float
-    cross: dict[tuple[int, int], float]  # {(server a, server b): MB per iteration}, a < b
+    cross: dict[tuple[int, int], float]  # {(server a, server b): MB per iteration}, a < b, in first-seen order
     cross_servers: frozenset[int]  # the servers in ``cross``'s pairs
 
 
@@ -250,37 +251,44 @@ def link_plan(g: JobGraph, servers, gpus) -> PlacementPlan:
     """The placement's links, not yet timed (what the simulator builds once per placement and times with
     :func:`retime` for the NIC shares it meets). Which servers exchange bytes (``cross``, ``cross_servers``)
     depends on the placement alone. ``servers[k]``, ``gpus[k]``: task k's slot (GPU -1 for the PS)."""
-    (ea, eb, emb, sa, sb, smb, ps_cross_mb, ca, cb, cmb, g_start, g_task) = kernels.link_plan(
+    n_links, nw = len(g.p_idx) + (len(g.w_task) if g.ps else len(g.ring_a)), len(g.w_task)
+    links, cross_ab = np.empty((n_links, 2), dtype=np.int64), np.empty((n_links, 2), dtype=np.int64)
+    cross_mb, g_start, g_task = np.empty(n_links), np.empty(nw + 1, dtype=np.int64), np.empty(nw, dtype=np.int64)
+    n_cross, n_groups, ps_cross_mb = kernels.link_plan(
         g.w_task, g.p_start, g.p_idx, g.comm_worker_mb, g.ps, g.ps_mb, g.ring_a, g.ring_b, g.ring_mb,
-        np.asarray(servers, dtype=np.int64), np.asarray(gpus, dtype=np.int64))
-    cross = dict(zip(zip(ca.tolist(), cb.tolist()), cmb.tolist()))
-    return PlacementPlan((ea, eb, emb), (sa, sb, smb), g_start, g_task, int(servers[0]) if g.ps else -1,
-                         ps_cross_mb, None, 0.0, cross, frozenset(ca.tolist() + cb.tolist()))
+        np.asarray(servers, dtype=np.int64), np.asarray(gpus, dtype=np.int64), links, cross_ab, cross_mb, g_start,
+        g_task)
+    ca, cb = cross_ab[:n_cross, 0].tolist(), cross_ab[:n_cross, 1].tolist()
+    return PlacementPlan(g, links, np.empty(n_links), 0.0, g_start, g_task, n_groups,
+                         int(servers[0]) if g.ps else -1, ps_cross_mb, dict(zip(zip(ca, cb), cross_mb[:n_cross].tolist())),
+                         frozenset(ca + cb))
 
 
 _NO_SHARE = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
 
 
 def retime(plan: PlacementPlan, intra: np.ndarray, nic: np.ndarray, sharing: tuple = ()) -> PlacementPlan:
-    """``plan`` with its link and sync times when server s's NIC gives this job ``nic[s] / n`` for each (s, n)
-    of ``sharing`` and ``nic[s]`` elsewhere (the placement, hence the links and the cross-server bytes,
-    unchanged): what a change in the number of jobs crossing a NIC costs."""
+    """``plan``, timed in place: its link and sync times when server s's NIC gives this job ``nic[s] / n`` for
+    each (s, n) of ``sharing`` and ``nic[s]`` elsewhere (the placement, hence the links and the cross-server
+    bytes, unchanged): what a change in the number of jobs crossing a NIC costs."""
+    g = plan.graph
     share = (np.array([s for s, _ in sharing], dtype=np.int64),
              np.array([n for _, n in sharing], dtype=np.int64)) if sharing else _NO_SHARE
-    edge_s, sync_s = kernels.retime(*plan.edge_links, *plan.sync_links, plan.ps_server, plan.ps_cross_mb, intra,
-                                    nic, *share)
-    return replace(plan, edge_s=edge_s, sync_s=sync_s)
+    plan.sync_s = kernels.retime(plan.links, len(g.p_idx), g.comm_worker_mb, g.ps_mb if g.ps else g.ring_mb,
+                                 plan.ps_server, plan.ps_cross_mb, intra, nic, *share, plan.link_s)
+    return plan
 
 
-def critical_time(plan: PlacementPlan, g: JobGraph, unit_compute, slowdown) -> float:
+def critical_time(plan: PlacementPlan, unit_compute, slowdown) -> float:
     """Iteration time given per-task compute seconds ``unit_compute[k] * slowdown[k]``: the slowest replica's
     critical path, at least the summed compute of the job's tasks on any one GPU (they share it one after
     another, whatever their replica), plus the sync time."""
+    g = plan.graph
     if len(g.w_task) == 1:
         k = int(g.w_task[0])
         return unit_compute[k] * slowdown[k] + plan.sync_s
-    return kernels.critical_time(g.w_task, g.w_rep, g.p_start, g.p_idx, plan.edge_s, g.n_replicas, plan.g_start,
-                                 plan.g_task, plan.sync_s, np.asarray(unit_compute, dtype=np.float64),
+    return kernels.critical_time(g.w_task, g.w_rep, g.p_start, g.p_idx, plan.link_s, g.n_replicas, plan.g_start,
+                                 plan.n_groups, plan.g_task, plan.sync_s, np.asarray(unit_compute, dtype=np.float64),
                                  np.asarray(slowdown, dtype=np.float64))
 
 
@@ -293,7 +301,6 @@ def iteration_time(tasks: list[TaskTemplate], spec: JobSpec, servers: list[int],
     iteration time on task k's GPU type; ``slowdown[k]`` >= 1: contention factor; ``intra``/``nic``:
     per-server bandwidths (indexed by server id).
     """
-    g = job_graph(tasks, spec)
-    plan = plan_placement(g, servers, gpus, intra, nic)
+    plan = placement_plan(tasks, spec, servers, gpus, intra, nic)
     unit = [t.compute_share * base_time[t.index] for t in tasks]
-    return critical_time(plan, g, unit, slowdown), plan.cross
+    return critical_time(plan, unit, slowdown), plan.cross

@@ -19,7 +19,7 @@ from numba import njit
 MB_PER_GBIT = 125.0  # 1 Gbit = 125 MB
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def transfer_s(mb: float, gbps: float) -> float:
     """Seconds to move ``mb`` MB at ``gbps`` Gbit/s (0 for nothing to move or an infinite link)."""
     if gbps == math.inf or mb <= 0:
@@ -27,70 +27,66 @@ def transfer_s(mb: float, gbps: float) -> float:
     return mb / (gbps * MB_PER_GBIT)
 
 
-@njit(cache=True)
-def _link(servers, gpus, a, b, mb, la, lb, lmb, i, cross_a, cross_b, cross_mb, n_cross):
-    """Write link i for ``mb`` MB from task a to task b; tally bytes between two servers in the cross arrays
-    (pairs in first-seen order, each sum accumulated transfer by transfer). Returns the new pair count."""
+@njit(cache=True, inline="always")
+def _link(servers, gpus, a, b, mb, links, i, cross_ab, cross_mb, n_cross):
+    """Write link i (``links[i]`` = its two servers) for ``mb`` MB from task a to task b; tally bytes between two
+    servers in ``cross_ab``/``cross_mb`` (pairs in first-seen order, each sum accumulated transfer by transfer).
+    Returns the new pair count."""
     sa, sb = servers[a], servers[b]
     if sa != sb:
         lo, hi = (sa, sb) if sa < sb else (sb, sa)
-        la[i], lb[i], lmb[i] = lo, hi, mb
+        links[i, 0], links[i, 1] = lo, hi
         if mb > 0:
             for j in range(n_cross):
-                if cross_a[j] == lo and cross_b[j] == hi:
+                if cross_ab[j, 0] == lo and cross_ab[j, 1] == hi:
                     cross_mb[j] = cross_mb[j] + mb
                     return n_cross
-            cross_a[n_cross], cross_b[n_cross], cross_mb[n_cross] = lo, hi, 0.0 + mb
+            cross_ab[n_cross, 0], cross_ab[n_cross, 1], cross_mb[n_cross] = lo, hi, 0.0 + mb
             return n_cross + 1
     elif gpus[a] == gpus[b] and gpus[b] >= 0:
-        la[i], lb[i], lmb[i] = -1, -1, 0.0
+        links[i, 0], links[i, 1] = -1, -1
     else:
-        la[i], lb[i], lmb[i] = sa, sa, mb
+        links[i, 0], links[i, 1] = sa, sa
     return n_cross
 
 
 @njit(cache=True)
-def link_plan(w_task, p_start, p_idx, worker_mb, ps, ps_mb, ring_a, ring_b, ring_mb, servers, gpus):
-    """The links of a placement (``servers[k]``, ``gpus[k]``: task k's slot, GPU -1 for the PS).
-
-    Returns (edge links a, b, MB: one per DAG edge, aligned with ``p_idx``; sync links a, b, MB: one per
-    worker's PS push/pull, or per all-reduce ring hop; MB per iteration through the PS server's NIC; the
-    cross-server pairs a, b and their MB per iteration, first ``n_cross`` entries; GPU groups of the workers
-    sharing one GPU in CSR form: ``g_task[g_start[i]:g_start[i + 1]]``)."""
+def link_plan(w_task, p_start, p_idx, worker_mb, ps, ps_mb, ring_a, ring_b, ring_mb, servers, gpus, links, cross_ab,
+              cross_mb, g_start, g_task):
+    """The links of a placement (``servers[k]``, ``gpus[k]``: task k's slot, GPU -1 for the PS), written into the
+    caller's arrays: ``links`` (rows: one per DAG edge, aligned with ``p_idx``, then one per worker's PS
+    push/pull or per all-reduce ring hop), the cross-server pairs and their MB per iteration (``cross_ab``,
+    ``cross_mb``: the first n_cross rows) and the GPU groups of the workers sharing one GPU (CSR:
+    ``g_task[g_start[i]:g_start[i + 1]]``, the first n_groups groups). Returns (n_cross, n_groups, MB per
+    iteration through the PS server's NIC). (Results go into arrays the caller made: returning arrays from
+    a kernel costs more than the kernel.)"""
     n_edges, nw = len(p_idx), len(w_task)
-    n_sync = nw if ps else len(ring_a)
-    ea, eb, emb = np.empty(n_edges, np.int64), np.empty(n_edges, np.int64), np.empty(n_edges)
-    sa, sb, smb = np.empty(n_sync, np.int64), np.empty(n_sync, np.int64), np.empty(n_sync)
-    cap = n_edges + n_sync
-    cross_a, cross_b, cross_mb = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap)
     n_cross = 0
     for i in range(nw):  # tasks are stored layer by layer within a replica: already topological
         k = w_task[i]
         for j in range(p_start[i], p_start[i + 1]):
-            n_cross = _link(servers, gpus, p_idx[j], k, worker_mb, ea, eb, emb, j, cross_a, cross_b, cross_mb,
-                            n_cross)
+            n_cross = _link(servers, gpus, p_idx[j], k, worker_mb, links, j, cross_ab, cross_mb, n_cross)
     ps_cross_mb = 0.0
     if ps:  # push gradients, pull parameters; summed worker by worker (the float every transfer adds)
         for i in range(nw):
             k = w_task[i]
-            n_cross = _link(servers, gpus, k, 0, ps_mb, sa, sb, smb, i, cross_a, cross_b, cross_mb, n_cross)
+            n_cross = _link(servers, gpus, k, 0, ps_mb, links, n_edges + i, cross_ab, cross_mb, n_cross)
             if servers[k] != servers[0]:
                 ps_cross_mb += ps_mb
     else:
-        for i in range(n_sync):
-            n_cross = _link(servers, gpus, ring_a[i], ring_b[i], ring_mb, sa, sb, smb, i, cross_a, cross_b,
-                            cross_mb, n_cross)
-    g_start, g_task = _shared_gpu_groups(w_task, gpus)
-    return (ea, eb, emb, sa, sb, smb, ps_cross_mb, cross_a[:n_cross], cross_b[:n_cross], cross_mb[:n_cross],
-            g_start, g_task)
+        for i in range(len(ring_a)):
+            n_cross = _link(servers, gpus, ring_a[i], ring_b[i], ring_mb, links, n_edges + i, cross_ab, cross_mb,
+                            n_cross)
+    return n_cross, _shared_gpu_groups(w_task, gpus, g_start, g_task), ps_cross_mb
 
 
-@njit(cache=True)
-def _shared_gpu_groups(w_task, gpus):
-    """The workers of each GPU holding several of them (in worker order), as CSR arrays: they run one after
-    another (Hare's relaxed synchronisation), so an iteration takes at least their summed compute."""
+@njit(cache=True, inline="always")
+def _shared_gpu_groups(w_task, gpus, g_start, g_task):
+    """The workers of each GPU holding several of them (in worker order) into ``g_start``/``g_task`` (CSR); returns
+    the group count. They run one after another (Hare's relaxed synchronisation), so an iteration takes at
+    least their summed compute."""
     nw = len(w_task)
-    first = np.full(nw, -1, np.int64)  # per worker: the index of the first worker on its GPU
+    first = np.empty(nw, np.int64)  # per worker: the index of the first worker on its GPU
     counts = np.zeros(nw, np.int64)
     for i in range(nw):
         g = gpus[w_task[i]]
@@ -99,65 +95,62 @@ def _shared_gpu_groups(w_task, gpus):
                 first[i] = j
                 counts[j] += 1
                 break
-    g_start = [0]
-    g_task = []
+    g_start[0] = 0
+    n_groups = m = 0
     for j in range(nw):
         if counts[j] > 1:
             for i in range(j, nw):
                 if first[i] == j:
-                    g_task.append(w_task[i])
-            g_start.append(len(g_task))
-    return np.array(g_start, np.int64), np.array(g_task, np.int64)
+                    g_task[m] = w_task[i]
+                    m += 1
+            n_groups += 1
+            g_start[n_groups] = m
+    return n_groups
 
 
 @njit(cache=True)
-def retime(ea, eb, emb, sa, sb, smb, ps_server, ps_cross_mb, intra, nic, share_s, share_n):
-    """Link times (one per DAG edge) and the synchronisation time under NIC shares: server ``share_s[i]``'s
-    NIC gives this job ``nic / share_n[i]``, the others their whole NIC. A link between two servers runs at
-    the smaller of their NICs; the sync step takes its slowest link, and with a parameter server at least
-    the PS server NIC's time for every cross-server push and pull."""
+def retime(links, n_edges, worker_mb, sync_mb, ps_server, ps_cross_mb, intra, nic, share_s, share_n, link_s):
+    """Link times into ``link_s`` under NIC shares (server ``share_s[i]``'s NIC gives this job
+    ``nic / share_n[i]``, the others their whole NIC); returns the synchronisation time. A DAG edge moves
+    ``worker_mb``, a sync link ``sync_mb``; a link between two servers runs at the smaller of their NICs; the
+    sync step takes its slowest link, and with a parameter server at least the PS server NIC's time for every
+    cross-server push and pull."""
     bw = nic.copy()
     for i in range(len(share_s)):
         bw[share_s[i]] = nic[share_s[i]] / share_n[i]
-    edge_s = _link_times(ea, eb, emb, intra, bw)
     sync_s = 0.0
-    sync_times = _link_times(sa, sb, smb, intra, bw)
-    for i in range(len(sync_times)):
-        if i == 0 or sync_times[i] > sync_s:
-            sync_s = sync_times[i]
+    for i in range(len(links)):
+        a, b = links[i, 0], links[i, 1]
+        mb = worker_mb if i < n_edges else sync_mb
+        if a < 0:
+            t = 0.0
+        elif a == b:
+            t = transfer_s(mb, intra[a])
+        else:
+            na, nb = bw[a], bw[b]
+            t = transfer_s(mb, nb if nb < na else na)  # min(na, nb)
+        link_s[i] = t
+        if i >= n_edges and (i == n_edges or t > sync_s):
+            sync_s = t
     if ps_server >= 0:
         t = transfer_s(ps_cross_mb, bw[ps_server])
         if t > sync_s:
             sync_s = t
-    return edge_s, sync_s
+    return sync_s
 
 
 @njit(cache=True)
-def _link_times(la, lb, lmb, intra, bw):
-    out = np.empty(len(la))
-    for i in range(len(la)):
-        a, b = la[i], lb[i]
-        if a < 0:
-            out[i] = 0.0
-        elif a == b:
-            out[i] = transfer_s(lmb[i], intra[a])
-        else:
-            na, nb = bw[a], bw[b]
-            out[i] = transfer_s(lmb[i], nb if nb < na else na)  # min(na, nb)
-    return out
-
-
-@njit(cache=True)
-def critical_time(w_task, w_rep, p_start, p_idx, edge_s, n_replicas, g_start, g_task, sync_s, unit, slow):
+def critical_time(w_task, w_rep, p_start, p_idx, link_s, n_replicas, g_start, n_groups, g_task, sync_s, unit, slow):
     """Iteration time for per-task compute seconds ``unit[k] * slow[k]``: the slowest replica's critical path
-    (node and edge weights), at least the summed compute of the workers on any one GPU, plus the sync time."""
+    (node and edge weights: ``link_s[j]`` for DAG edge j), at least the summed compute of the workers on any
+    one GPU, plus the sync time."""
     finish = np.zeros(len(unit))
     replica_end = np.zeros(n_replicas)
     for i in range(len(w_task)):
         k = w_task[i]
         start = 0.0
         for j in range(p_start[i], p_start[i + 1]):
-            v = finish[p_idx[j]] + edge_s[j]
+            v = finish[p_idx[j]] + link_s[j]
             if v > start:
                 start = v
         f = start + unit[k] * slow[k]
@@ -169,7 +162,7 @@ def critical_time(w_task, w_rep, p_start, p_idx, edge_s, n_replicas, g_start, g_
     for r in range(1, n_replicas):
         if replica_end[r] > end:
             end = replica_end[r]
-    for gi in range(len(g_start) - 1):
+    for gi in range(n_groups):
         busy = 0.0
         for j in range(g_start[gi], g_start[gi + 1]):
             k = g_task[j]

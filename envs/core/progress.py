@@ -140,7 +140,7 @@ def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int],
             # time of each for the current placement
             T = p.iter_times.get(slow_key)
             if T is None:
-                T = p.iter_times[slow_key] = critical_time(plan, p.graph, p.unit_compute, slow_key)
+                T = p.iter_times[slow_key] = critical_time(plan, p.unit_compute, slow_key)
             job.rate = rate = 1.0 / T if T > 0 else math.inf
             if old_cross is not plan.cross:
                 p.cross = plan.cross
