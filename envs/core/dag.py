@@ -181,6 +181,7 @@ class PlacementPlan:
     ps_cross_mb: float  # MB per iteration through the PS server's NIC (every cross-server worker's push and pull)
     cross: dict[tuple[int, int], float]  # {(server a, server b): MB per iteration}, a < b, in first-seen order
     cross_servers: frozenset[int]  # the servers in ``cross``'s pairs
+    cross_order: tuple[int, ...]  # the same servers in server order
 
 
 @dataclass(frozen=True)
@@ -259,9 +260,10 @@ def link_plan(g: JobGraph, servers, gpus) -> PlacementPlan:
         np.asarray(servers, dtype=np.int64), np.asarray(gpus, dtype=np.int64), links, cross_ab, cross_mb, g_start,
         g_task)
     ca, cb = cross_ab[:n_cross, 0].tolist(), cross_ab[:n_cross, 1].tolist()
+    order = sorted(set(ca + cb))
     return PlacementPlan(g, links, np.empty(n_links), 0.0, g_start, g_task, n_groups,
                          int(servers[0]) if g.ps else -1, ps_cross_mb, dict(zip(zip(ca, cb), cross_mb[:n_cross].tolist())),
-                         frozenset(ca + cb))
+                         frozenset(order), tuple(order))
 
 
 _NO_SHARE = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))

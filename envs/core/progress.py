@@ -126,7 +126,7 @@ def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int],
             p.plan = plan = link_plan(p.graph, p.servers, p.gpus)
             p.nic_key = None  # not yet timed
         # the NIC shares of its cross-server links (most jobs have none: nothing to share)
-        key = nic_sharing(plan.cross_servers, old_servers, flows) if plan.cross_servers else ()
+        key = nic_sharing(plan.cross_order, old_servers, flows) if plan.cross_order else ()
         if key != p.nic_key:
             p.plan = plan = retime(plan, intra, nic, key)
             p.nic_key = key
@@ -157,12 +157,12 @@ def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int],
     return None
 
 
-def nic_sharing(servers: frozenset, registered: frozenset, flows: list[int]) -> tuple:
-    """((server, n), ...) in server order for the ``servers`` whose NIC this job shares with others: n = the
+def nic_sharing(servers: tuple[int, ...], registered: frozenset, flows: list[int]) -> tuple:
+    """((server, n), ...) in server order for the ``servers`` (in server order) whose NIC this job shares with others: n = the
     jobs crossing it with this one counted (``flows`` counts the job only at the servers it is
     ``registered`` at), kept where n > 1. The empty tuple: every NIC is the job's alone."""
     key = []
-    for s in sorted(servers):
+    for s in servers:
         n = flows[s] if s in registered else flows[s] + 1
         if n > 1:
             key.append((s, n))
