@@ -106,8 +106,8 @@ def _scenario(label: str, n_jobs: int, nic_gbps: float = NIC_GBPS, **sim: object
 
 def _size(quick: bool, seeds) -> tuple[int, list[int]]:
     """(jobs per workload, seeds): 60 jobs and seed 0 with ``quick``, else 240 jobs (the paper's smaller
-    workload) and seeds 0-4."""
-    return (60 if quick else 240), list(seeds or ([0] if quick else range(5)))
+    workload) and seeds 0-9 (a run takes seconds to a minute)."""
+    return (60 if quick else 240), list(seeds or ([0] if quick else range(10)))
 
 
 def _setting(n_jobs: int, seeds: list[int]) -> str:
@@ -131,7 +131,8 @@ def sjf_bsbf(out: Path, quick: bool = False, seeds=None) -> dict:
     notes = (_setting(n_jobs, seeds) + " 10 Gbit/s NICs; the default interference (Gavel's pairs, 1.5 for the "
              "others). `sjf` is the registered clairvoyant SJF (task by task, best fit).")
     return {"runs": runs, "reference": "sjf-bsbf", "title": "sjf-bsbf: SJF-BSBF vs SJF-FFS and SJF (Tables III-IV)",
-            "notes": notes, "claims": _claims_order, "figures": _paired_figure(_order_pairs)}
+            "notes": notes, "claims": _claims_order,
+            "figures": _paired_figure(_order_pairs, {(pol, ref): paper[0] for pol, ref, paper in CLAIMS})}
 
 
 def _order_pairs(ep: pd.DataFrame) -> list[tuple[str, str, str]]:
@@ -276,20 +277,23 @@ def _claims_isolate(agg) -> list[dict]:
     return rows
 
 
-def _paired_figure(pairs):
+def _paired_figure(pairs, paper: dict | None = None):
     """An experiment's figure ``paired_mean_jct``: the paired mean-JCT difference of each (policy, reference,
-    scenario) of ``pairs(episodes)`` with its 95 % t-interval."""
+    scenario) of ``pairs(episodes)`` with its 95 % t-interval, and the paper's value of a (policy, reference)
+    of ``paper`` where it has one."""
     def draw(ep: pd.DataFrame, fig_dir: Path, order) -> list[Path]:
         from . import plots
 
-        rows = []
+        rows, marks = [], []
         for pol, ref, sc in pairs(ep):
             m, lo, hi, n = paired_rel(ep, pol, ref, "mean_jct", where=lambda d, s=sc: d["scenario"] == s)
             if n:
                 rows.append((f"{pol} vs {ref} ({sc})", m, lo, hi))
+                marks.append((paper or {}).get((pol, ref), np.nan))
         p = plots.interval_bars(rows, "mean JCT: (policy − reference) / reference, paired per seed (%)",
                                 "paired mean-JCT differences, mean ± 95% t-interval over seeds",
-                                Path(fig_dir) / "paired_mean_jct.png")
+                                Path(fig_dir) / "paired_mean_jct.png", marks if paper else None,
+                                "paper (240 jobs, Table III)")
         return [p] if p else []
 
     return draw

@@ -294,10 +294,11 @@ def x_curves(panels, x_label: str, title: str, path: Path, order: Sequence[str])
     return _finish_panels(fig, axes, len(panels), title, path)
 
 
-def interval_bars(rows: Sequence[tuple[str, float, float, float]], x_label: str, title: str,
-                  path: Path) -> Path | None:
+def interval_bars(rows: Sequence[tuple[str, float, float, float]], x_label: str, title: str, path: Path,
+                  marks: Sequence[float] | None = None, marks_label: str = "") -> Path | None:
     """Horizontal bars of relative differences (label, mean, lo, hi), in %, each with its interval (clipped to
-    a relative difference's range), and a line at 0."""
+    a relative difference's range), and a line at 0; ``marks`` (one value per row, nan for none, e.g. a paper's
+    value) drawn as diamonds labelled ``marks_label``."""
     if not rows:
         return None
     labels = [r[0] for r in rows]
@@ -307,6 +308,9 @@ def interval_bars(rows: Sequence[tuple[str, float, float, float]], x_label: str,
     ax.barh(y, 100 * mean, xerr=100 * clipped_errors("rel_", mean, lo, hi), color=plt.get_cmap("tab10")(0),
             capsize=2, height=0.6)
     ax.axvline(0, color="k", lw=0.8)
+    if marks is not None:
+        ax.plot(100 * np.asarray(marks, dtype=float), y, "D", color="k", ms=5, label=marks_label)
+        ax.legend(fontsize=7)
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=7)
     ax.set_xlabel(x_label, fontsize=7)
