@@ -155,21 +155,29 @@ def _claims_order(agg) -> list[dict]:
 # --------------------------------------------------------------------------------------------- sjf-bsbf-xi
 
 EXCLUSIVE = "sjf-bsbf/exclusive"
-XI_POLICIES = ("sjf-bsbf", "sjf-ffs", EXCLUSIVE)
+NO_SUB = "sjf-bsbf/no-sub-batch"
+XI_POLICIES = ("sjf-bsbf", NO_SUB, "sjf-ffs", EXCLUSIVE)
+# (policy, reference) of sjf-bsbf-xi: the paper's claim, the sub-batch search's share of it, the rest (at xi = 1
+# Theorem 1 always shares, so there SJF-BSBF without the search differs from SJF-FFS only in which one-job GPUs
+# it takes: its partners' by pair JCT, against first fit by GPU index), and sharing against exclusive GPUs
+XI_PAIRS = (("sjf-bsbf", "sjf-ffs"), ("sjf-bsbf", NO_SUB), (NO_SUB, "sjf-ffs"), ("sjf-bsbf", EXCLUSIVE),
+            ("sjf-ffs", EXCLUSIVE))
 
 
 @experiment
 def sjf_bsbf_xi(out: Path, quick: bool = False, seeds=None) -> dict:
     """SJF-BSBF Fig. 6(b): SJF-BSBF, SJF-FFS and exclusive SJF against one injected xi.
 
-    Every co-located pair slows by the same interference ratio xi, on 100 Gbit/s NICs."""
+    Every co-located pair slows by the same interference ratio xi, on 100 Gbit/s NICs; SJF-BSBF without its
+    sub-batch search too."""
     n_jobs, seeds = _size(quick, seeds)
     xis = (1.0, 1.5) if quick else XIS
     scen = [_scenario(f"xi{x:g}", n_jobs, 100.0, interference="constant", interference_xi=x) for x in xis]
     notes = (_setting(n_jobs, seeds) + f" 100 Gbit/s NICs (crossing servers costs little, so the injected ratio "
              f"is the cost of sharing); every co-located pair slows by the same xi = {', '.join(map(str, xis))} "
              f"(`SimConfig.interference=\"constant\"`). `{EXCLUSIVE}` is SJF-BSBF's planner with exclusive GPUs "
-             f"(the paper's SJF with the same allocator). Figure `mean_jct_vs_xi`: Fig. 6(b)'s axes.")
+             f"(the paper's SJF with the same allocator); `{NO_SUB}` is SJF-BSBF without Algorithm 2's sub-batch "
+             f"search. Figure `mean_jct_vs_xi`: Fig. 6(b)'s axes.")
     return {"runs": core_runs(XI_POLICIES, scen, seeds, RUNNER), "reference": EXCLUSIVE,
             "title": "sjf-bsbf-xi: mean JCT against the interference ratio (Fig. 6(b))", "notes": notes,
             "claims": _claims_xi, "figures": _xi_figure}
@@ -191,9 +199,9 @@ def _claims_xi(agg) -> list[dict]:
         def where(d, x=x):
             return d["interference_xi"] == x
 
-        for pol, ref in (("sjf-bsbf", "sjf-ffs"), ("sjf-bsbf", EXCLUSIVE), ("sjf-ffs", EXCLUSIVE)):
+        for pol, ref in XI_PAIRS:
             m, lo, hi, n = paired_rel(ep, pol, ref, "mean_jct", where=where)
-            if ref != "sjf-ffs":
+            if (pol, ref) != XI_PAIRS[0]:
                 paper, agrees = "–", "n/a (isolates a cause)"
             elif x <= 1.25:
                 paper, agrees = "equal (xi <= 1.25)", _agree_equal(m, lo, hi)
@@ -214,7 +222,7 @@ def _xi_figure(ep: pd.DataFrame, fig_dir: Path, order) -> list[Path]:
         columns={"interference_xi": "x"})
     rel = []
     for x in sorted(set(ep["interference_xi"])):
-        for pol in ("sjf-bsbf", "sjf-ffs"):
+        for pol in XI_POLICIES[:-1]:
             m, lo, hi, _ = paired_rel(ep, pol, EXCLUSIVE, "mean_jct", where=lambda d, x=x: d["interference_xi"] == x)
             rel.append({"policy": pol, "x": x, "mean": m, "ci_lo": lo, "ci_hi": hi})
     panels = [("mean_jct", "mean JCT", "h", jct),
@@ -229,14 +237,14 @@ def _xi_figure(ep: pd.DataFrame, fig_dir: Path, order) -> list[Path]:
 # labelled policy variants of the isolation experiment: label -> (baseline name, parameters)
 VARIANTS: dict[str, tuple[str, dict]] = {
     "sjf-bsbf": ("sjf-bsbf", {}),
-    "sjf-bsbf/no-sub-batch": ("sjf-bsbf", {"sub_batches": False}),
+    NO_SUB: ("sjf-bsbf", {"sub_batches": False}),
     "sjf-ffs": ("sjf-ffs", {}),
     EXCLUSIVE: ("sjf-bsbf", {"sharing": "none"}),
     "sjf": ("sjf", {}),
     "sjf-gpu": ("sjf-gpu", {}),
 }
 # (policy, reference): each pair differs in one mechanism, or is one of the paper's claims
-ISOLATE_PAIRS = (("sjf-bsbf", "sjf-bsbf/no-sub-batch"), ("sjf-bsbf/no-sub-batch", "sjf-ffs"), (EXCLUSIVE, "sjf"),
+ISOLATE_PAIRS = (("sjf-bsbf", NO_SUB), (NO_SUB, "sjf-ffs"), (EXCLUSIVE, "sjf"),
                  ("sjf-gpu", EXCLUSIVE), ("sjf-bsbf", EXCLUSIVE), ("sjf-ffs", EXCLUSIVE), ("sjf-bsbf", "sjf-ffs"))
 
 
