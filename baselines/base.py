@@ -19,7 +19,7 @@ virtual host (MLFS §3.3.2) and the ideal virtual task (MLFS §3.3.3).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -237,9 +237,11 @@ class _DryRun:
 # ------------------------------------------------------------------------------ one placement rule for all
 
 
-def _workers_with_ps(view: ClusterView, ps: Task, s: int, mode: str, h: float) -> int:
+def _workers_with_ps(view: ClusterView, ps: Task, s: int, mode: str, h: float,
+                     planned: Mapping[int, int] | None = None) -> int:
     """How many of the PS's workers would share server ``s`` with it: those running there, plus the waiting
-    ones a dry run books on ``s`` after the PS (in DAG order, under ``mode``); -1 if the PS does not fit."""
+    ones a dry run books on ``s`` after the PS (in DAG order, under ``mode``; with ``planned``, only the waiting
+    workers planned on ``s``); -1 if the PS does not fit."""
     dry = _DryRun(view, False, np.array([s]))
     here = np.ones(1, dtype=bool)
     ok, _ = dry.slots(view, ps, here, mode, h)
@@ -252,7 +254,7 @@ def _workers_with_ps(view: ClusterView, ps: Task, s: int, mode: str, h: float) -
             continue
         if t.state == TaskState.RUNNING:
             n += t.server == s
-        elif t.state == TaskState.WAITING:
+        elif t.state == TaskState.WAITING and (planned is None or planned.get(t.tid) == s):
             ok, g = dry.slots(view, t, here, mode, h)
             if ok[0]:
                 dry.take(view, t, 0, g)
@@ -261,7 +263,7 @@ def _workers_with_ps(view: ClusterView, ps: Task, s: int, mode: str, h: float) -
 
 
 def keep_ps_with_workers(view: ClusterView, task: Task, order: list[int], mode: str = "fit",
-                         h: float | None = None) -> list[int]:
+                         h: float | None = None, planned: Mapping[int, int] | None = None) -> list[int]:
     """A policy's server order for ``task`` (``order``: the servers it may use, most preferred first) with
     the task's parameter server kept with its workers whenever they fit: every heuristic's placement goes
     through this one rule.
@@ -273,7 +275,9 @@ def keep_ps_with_workers(view: ClusterView, task: Task, order: list[int], mode: 
     - A worker whose PS runs goes first to the PS's server (when it is in ``order``, i.e. the worker fits
       there); otherwise ``order`` is kept.
 
-    Tasks of jobs without a PS keep ``order``. ``h`` as in :func:`job_fits`."""
+    Tasks of jobs without a PS keep ``order``. ``h`` as in :func:`job_fits`. ``planned`` (worker task id ->
+    server) is for a policy that has already chosen its waiting workers' servers (SJF-BSBF's plan): a waiting
+    worker then counts only on its planned server, if it still fits there after the PS."""
     tasks = task.job.tasks
     if len(order) < 2 or not any(t.is_ps for t in tasks):
         return order
@@ -291,12 +295,14 @@ def keep_ps_with_workers(view: ClusterView, task: Task, order: list[int], mode: 
         if t.state == TaskState.RUNNING:
             room[t.server] = True
     waiting = next((t for t in workers if t.state == TaskState.WAITING), None)
-    if waiting is not None:
+    if planned is not None:
+        room[list(planned.values())] = True
+    elif waiting is not None:
         room |= server_mask(view, waiting, mode, h)
     best, best_n = order[0], 0
     for s in order:
         if room[s]:
-            n = _workers_with_ps(view, task, s, mode, h)
+            n = _workers_with_ps(view, task, s, mode, h, planned)
             if n > best_n:
                 best, best_n = s, n
                 if n == len(workers):

@@ -23,6 +23,12 @@ task by task (``Command("place", tid, server, gpu=g)``):
 - **SJF by GPU count** (``sjf-gpu``, the paper's prose: priority "according to their used GPU numbers"):
   exclusive GPUs, jobs by GPU count then ``L_k``; it never shares.
 
+A job's parameter server (the paper's jobs are all-reduce; the catalogue's PS jobs need a rule) is placed before
+its workers through the rule every heuristic shares, :func:`~clustergym.baselines.base.keep_ps_with_workers`,
+with the plan as where its workers will be: it goes to the planned server holding the most of its workers that
+still fit there after it (the first planned worker's server on ties), else to the first allowed server that
+takes it; the workers keep their planned GPUs.
+
 Theorem 1's inputs: ``t`` is a job's iteration time alone (its model's mean single-GPU time over the cluster,
 :meth:`ClusterView.ref_iter_time`, times its accumulation compute factor), ``i`` its remaining
 iterations, ``xi`` the simulator's interference ratio of the pair on the partner's GPU (the same rule the
@@ -39,7 +45,7 @@ from clustergym.core.job import Job, Task, TaskState
 from clustergym.core.resources import fits
 from clustergym.core.view import ClusterView
 
-from .base import Candidates, Command, Policy
+from .base import Candidates, Command, Policy, keep_ps_with_workers
 
 MAX_JOBS_PER_GPU = 2  # the paper's C
 SHARING = ("best-benefit", "first-fit", "none")
@@ -107,11 +113,21 @@ class SJFBSBF(Policy):
             if job.n_placed == 0 and job.accum_steps != p.steps:
                 yield Command("sub-batch", jid=job.jid, steps=p.steps)
             ps = [t for t in job.tasks if t.is_ps and t.state == TaskState.WAITING]
-            for t in ps:  # a PS first (every worker depends on it): with the job's first worker if it fits
-                yield from (Command("place", t.tid, s) for s in [p.slots[0][1]] + sorted(allowed))
+            if ps:  # a PS first (every worker depends on it), through the shared rule, the plan as its workers'
+                yield from self._place_ps(view, ps, p, allowed)
             for t, s, g in p.slots:
                 if t.state == TaskState.WAITING and s in allowed:
                     yield Command("place", t.tid, s, gpu=g)
+
+    @staticmethod
+    def _place_ps(view: ClusterView, ps: list[Task], p: _Plan, allowed: set[int]) -> Iterator[Command]:
+        """The job's parameter server(s) by :func:`~clustergym.baselines.base.keep_ps_with_workers` with the
+        plan's servers as its workers' (the planned servers first, in plan order, then the other allowed ones)."""
+        planned = {t.tid: s for t, s, _ in p.slots}
+        order = list(dict.fromkeys([s for _, s, _ in p.slots] + sorted(allowed)))
+        for t in ps:
+            yield from (Command("place", t.tid, s) for s in keep_ps_with_workers(view, t, order, "fit",
+                                                                                  planned=planned))
 
     # ------------------------------------------------------------------------------------------ planning
     def _priority(self, view: ClusterView, job: Job) -> tuple:

@@ -34,6 +34,11 @@ spec re-runs the runs it changes) and ``.jobs.csv`` (per-job records of ``sim.jo
 ``timelines/<run>.png`` for each run executed in that call (a Gantt of tasks on GPUs, the queue, GPU utilisation
 and overloads over time). Every scenario (its fields, its trace file) is checked before any run starts. Every file is written to a
 temporary name and moved into place with ``os.replace``.
+
+**Core runs**: the named experiments whose policies choose what the env's window cannot express (SJF-BSBF's GPUs
+and sub-batches: ``sjf-bsbf``, ``sjf-bsbf-xi``, ``sjf-bsbf-isolate``) play their runs on the simulator without
+the env (:func:`clustergym.eval.specs.core_runs`), with the same files, resume rule, tables and report; they
+have no ``decision_mean_us`` and no timelines, and they add their own figures.
 """
 from __future__ import annotations
 
@@ -49,22 +54,45 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from functools import partial
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # absolute imports: this file also runs as a script (python eval/compare.py)
 from clustergym.eval.files import atomic_write_csv, atomic_write_parquet, atomic_write_text, remove_stale_temps
 from clustergym.eval.specs import (SweepSpecError, canonical, check_collisions, check_policies, check_scenarios,
                                    deep_merge, expand_loads, identity_difference, load_policy, make_runs, parse_kv,
-                                   parse_policy, parse_scenario)
+                                   parse_policy, parse_scenario, play_core_run)
 
 # --------------------------------------------------------------------------- one run (worker)
 
 
 def run_one(run: dict, out_dir: str) -> dict:
-    """Play one seeded episode; write ``runs/<key>.jobs.csv`` then ``runs/<key>.json``; return the episode row.
-    Importable and picklable (spawn/forkserver-safe): everything it needs travels in ``run``."""
+    """Play one seeded episode (an env's, or a core run's by its runner: :func:`~clustergym.eval.specs.core_runs`);
+    write ``runs/<key>.jobs.csv`` then ``runs/<key>.json``; return the episode row. Importable and picklable
+    (spawn/forkserver-safe): everything it needs travels in ``run``."""
+    rec, jobs = play_core_run(run) if "runner" in run else _play_env(run, out_dir)
+    meta = {"policy": run["policy"], "scenario": run["scenario"], "scenario_base": run["scenario_base"],
+            "load": run["load"], "seed": run["seed"], "env_id": run["env_id"]}
+    row = {**meta, **rec}
+    for k, v in meta.items():
+        if k not in jobs.columns:
+            jobs.insert(0, k, v)
+    jobs = jobs[list(meta) + [c for c in jobs.columns if c not in meta]]
+    runs_dir = Path(out_dir) / "runs"
+    atomic_write_csv(jobs, runs_dir / f"{run['key']}.jobs.csv")
+    fields = ("env_id", "env_kwargs", "policy_spec", "runner", "runner_args", "seed")
+    payload = {"row": row, "run": {k: run[k] for k in fields if k in run}, "identity": run.get("identity")}
+    atomic_write_text(runs_dir / f"{run['key']}.json", json.dumps(payload, default=_json_default, indent=1))
+    return row
+
+
+def _play_env(run: dict, out_dir: str) -> tuple[dict, "pd.DataFrame"]:
+    """(episode record, per-job records) of ``run``'s policy on its env; with ``--timeline`` the run's timeline
+    figure too."""
     import pandas as pd
 
     from clustergym.eval.rollout import predictor, rollout
@@ -80,19 +108,7 @@ def run_one(run: dict, out_dir: str) -> dict:
                                         f"{run['policy']} on {run['scenario']}, seed {run['seed']}")
     finally:
         env.close()
-    meta = {"policy": run["policy"], "scenario": run["scenario"], "scenario_base": run["scenario_base"],
-            "load": run["load"], "seed": run["seed"], "env_id": run["env_id"]}
-    row = {**meta, **rec}
-    for k, v in meta.items():
-        if k not in jobs.columns:
-            jobs.insert(0, k, v)
-    jobs = jobs[list(meta) + [c for c in jobs.columns if c not in meta]]
-    runs_dir = Path(out_dir) / "runs"
-    atomic_write_csv(jobs, runs_dir / f"{run['key']}.jobs.csv")
-    payload = {"row": row, "run": {k: run[k] for k in ("env_id", "env_kwargs", "policy_spec", "seed")},
-               "identity": run.get("identity")}
-    atomic_write_text(runs_dir / f"{run['key']}.json", json.dumps(payload, default=_json_default, indent=1))
-    return row
+    return rec, jobs
 
 
 def _json_default(o):
@@ -265,8 +281,9 @@ def collect(out_dir: str | os.PathLike, runs: list[dict] | None = None):
 
 def aggregate(out_dir: str | os.PathLike, runs: list[dict] | None = None, reference: str | None = None,
               title: str = "Evaluation sweep", notes: str = "", figures: bool = True, bootstrap: int = 0,
-              meta: dict | None = None) -> dict:
-    """Write episodes.csv, jobs.csv, summary_long.csv, summary.csv/.md, figures and report.md."""
+              meta: dict | None = None, extra_figures: Callable | None = None) -> dict:
+    """Write episodes.csv, jobs.csv, summary_long.csv, summary.csv/.md, figures and report.md; an experiment's
+    own figures too (``extra_figures(episodes, fig_dir, order)`` -> their paths)."""
     from clustergym.eval import plots, report, stats
 
     out_dir = Path(out_dir)
@@ -298,6 +315,8 @@ def aggregate(out_dir: str | os.PathLike, runs: list[dict] | None = None, refere
         atomic_write_csv(load_long, out_dir / "summary_by_load.csv")
     figs = (plots.all_figures(ep, jb, long, load_long, out_dir / "figures", order=order, reference=reference)
             if figures else [])
+    if figures and extra_figures is not None:
+        figs += extra_figures(ep, out_dir / "figures", order)
     rep = report.write_report(out_dir, title=title, episodes=ep, long=long, figures=figs, reference=reference,
                               notes=notes, meta=meta or {}, order=order, iqm=iqm)
     return {"episodes": ep, "jobs": jb, "long": long, "load_long": load_long, "iqm": iqm, "figures": figs,
@@ -312,7 +331,7 @@ DEFAULT_SCENARIO = "clustergym/GPUCluster-v1"
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python eval/compare.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--experiment", help="a named reproduction of eval/experiments.py (see --list-experiments)")
+    ap.add_argument("--experiment", help="a named reproduction of eval/experiments*.py (see --list-experiments)")
     ap.add_argument("--list-experiments", action="store_true")
     ap.add_argument("--protocol", help="a benchmark protocol of eval/protocols.py: fixed scenarios, split and seeds")
     ap.add_argument("--list-protocols", action="store_true")
@@ -343,8 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-figures", action="store_true")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--timeline", action="store_true",
-                    help="draw each run executed now as timelines/<run>.png (tasks on GPUs, queue, utilisation, "
-                         "overloads over time)")
+                    help="draw each env run executed now as timelines/<run>.png (tasks on GPUs, queue, "
+                         "utilisation, overloads over time; core runs have none)")
     return ap
 
 
@@ -436,7 +455,8 @@ def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
                 "runs": len(runs), "executed": len(res["executed"]), "sweep_wall_s": round(res["wall_s"], 1),
                 "workers": a.workers}
         agg = aggregate(out, runs, reference=p["reference"], title=p["title"], notes=p["notes"],
-                        figures=not a.no_figures, bootstrap=a.bootstrap, meta=meta)
+                        figures=not a.no_figures, bootstrap=a.bootstrap, meta=meta,
+                        extra_figures=(p["experiment"] or {}).get("figures"))
     except (SweepSpecError, StaleRunsError, ConnectionError) as e:  # ConnectionError: ray_backend.RayAddressError
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -467,7 +487,9 @@ def _backend_session(a: argparse.Namespace):
 
 def split_note(runs: Sequence[dict]) -> str:
     """Which part of the traces the runs play, for the console."""
-    splits = sorted({str(r["env_kwargs"].get("split")) for r in runs})
+    if all("runner" in r for r in runs):
+        return "core level (the simulator without the env, on the experiment's own workloads)"
+    splits = sorted({str(r["env_kwargs"].get("split")) for r in runs if "runner" not in r})
     if splits == ["test"]:
         return "split=test (held-out windows)"
     return f"split={'/'.join(splits)}" + (" (training windows: not held out)" if "train" in splits else "")

@@ -9,9 +9,12 @@ and PDF side by side.
   overload occurrences.
 - ``load_<base>``: the same metrics against the load factor x (one line per policy, each shifted a little
   sideways) for load sweeps, and ``load_rel_<base>`` their relative difference to the reference.
+- An experiment's own figures draw with :func:`x_curves` (metrics against a numeric setting, e.g. an
+  interference ratio) and :func:`interval_bars` (paired relative differences with their intervals).
 
 Every interval drawn is clipped to its metric's feasible range by :func:`clipped_errors` (the one rule of
-every figure: times, traffic and counts >= 0; ratios and accuracies in [0, 1]); the tables keep the raw
+every figure: times, traffic and counts >= 0; ratios and accuracies in [0, 1]; relative differences >= -1);
+the tables keep the raw
 intervals. Linear axes show plain numbers, without the offset or ×10^k text that would overlap a title.
 """
 from __future__ import annotations
@@ -53,11 +56,14 @@ LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1
 
 def feasible_range(metric: str) -> tuple[float, float]:
     """The values ``metric`` can take: [0, 1] for ratios and accuracies, unbounded for the return and the
-    objectives, [0, inf) for everything else (times, traffic, counts)."""
+    objectives, [-1, inf) for a relative difference (``rel_<metric>``), [0, inf) for everything else (times,
+    traffic, counts)."""
     if metric in UNIT_INTERVAL:
         return (0.0, 1.0)
     if metric in SIGNED or metric.startswith("objective_"):
         return (-math.inf, math.inf)
+    if metric.startswith("rel_"):  # a relative difference (y - z) / z of a metric >= 0
+        return (-1.0, math.inf)
     return (0.0, math.inf)
 
 
@@ -72,14 +78,16 @@ def clipped_errors(metric: str, mean, lo, hi) -> np.ndarray:
 
 
 def unit_scale(unit: str, largest: float) -> tuple[str, float]:
-    """(label, factor) turning a metric's own unit (seconds, MB) into ``unit``; ``"traffic"`` is GB, or TB
-    when ``largest`` (MB) reaches 1 TB."""
+    """(label, factor) turning a metric's own unit (seconds, MB, a fraction) into ``unit``; ``"traffic"`` is GB,
+    or TB when ``largest`` (MB) reaches 1 TB; ``"%"`` a fraction in percent."""
     if unit == "h":
         return "h", 1 / 3600
     if unit == "min":
         return "min", 1 / 60
     if unit == "traffic":
         return ("TB", 1e-6) if largest >= 1e6 else ("GB", 1e-3)
+    if unit == "%":
+        return "%", 100.0
     return unit, 1.0
 
 
@@ -254,6 +262,63 @@ def load_rel_curves(load_long, base: str, path: Path, order: Sequence[str], refe
         _style_panel(ax, m, f"{label}: (y − {reference})/{reference} %")
     return _finish_panels(fig, axes, len(panels),
                           f"{base}: relative difference of the seed means to {reference}, (y − z)/z (MLFS)", path)
+
+
+def x_curves(panels, x_label: str, title: str, path: Path, order: Sequence[str]) -> Path | None:
+    """Metrics against a numeric setting of an experiment (e.g. an interference ratio): one panel per
+    (metric, panel title, unit, table), the table with columns policy, x, mean, ci_lo, ci_hi; one line per
+    policy with its interval, each shifted a little sideways so equal values stay visible."""
+    panels = [p for p in panels if not p[3].empty]
+    if not panels:
+        return None
+    fig, axes = _axes_grid(len(panels), len(panels), 4.0, 3.0)
+    sty = styles(order)
+    for ax, (metric, name, unit, d) in zip(axes.flat, panels):
+        xs = sorted(d["x"].unique())
+        step = 0.015 * (max(xs) - min(xs) if len(xs) > 1 else 1.0)
+        label, k = _panel_unit(d.assign(metric=metric), metric, unit)
+        for i, p in enumerate(order):
+            g = d[d["policy"] == p].sort_values("x")
+            if g.empty:
+                continue
+            y = g["mean"].to_numpy(float)
+            err = clipped_errors(metric, y, g["ci_lo"].to_numpy(float), g["ci_hi"].to_numpy(float))
+            ax.errorbar(g["x"] + step * (i - (len(order) - 1) / 2), y * k, yerr=err * k, label=p, ms=3, lw=1,
+                        capsize=2, alpha=0.85, **sty[p])
+        if metric.startswith("rel_"):
+            ax.axhline(0, color="k", lw=0.8)
+        ax.set_xticks(xs)
+        ax.set_xlabel(x_label, fontsize=7)
+        ax.grid(alpha=0.3)
+        _style_panel(ax, metric, _panel_title(name, label))
+    return _finish_panels(fig, axes, len(panels), title, path)
+
+
+def interval_bars(rows: Sequence[tuple[str, float, float, float]], x_label: str, title: str, path: Path,
+                  marks: Sequence[float] | None = None, marks_label: str = "") -> Path | None:
+    """Horizontal bars of relative differences (label, mean, lo, hi), in %, each with its interval (clipped to
+    a relative difference's range), and a line at 0; ``marks`` (one value per row, nan for none, e.g. a paper's
+    value) drawn as diamonds labelled ``marks_label``."""
+    if not rows:
+        return None
+    labels = [r[0] for r in rows]
+    mean, lo, hi = (np.array([r[i] for r in rows], dtype=float) for i in (1, 2, 3))
+    fig, ax = plt.subplots(figsize=(6.8, 1.0 + 0.32 * len(rows)))
+    y = np.arange(len(rows))[::-1]
+    ax.barh(y, 100 * mean, xerr=100 * clipped_errors("rel_", mean, lo, hi), color=plt.get_cmap("tab10")(0),
+            capsize=2, height=0.6)
+    ax.axvline(0, color="k", lw=0.8)
+    if marks is not None:
+        ax.plot(100 * np.asarray(marks, dtype=float), y, "D", color="k", ms=5, label=marks_label)
+        ax.legend(fontsize=7)
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.set_xlabel(x_label, fontsize=7)
+    ax.set_title(title, fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    _plain_numbers(ax)
+    fig.tight_layout()
+    return _save(fig, path)
 
 
 def _finish_panels(fig, axes, n_used: int, title: str, path: Path) -> Path:

@@ -16,6 +16,12 @@ def _rel(path: Path, base: Path) -> str:
     return os.path.relpath(path, base).replace(os.sep, "/")
 
 
+def _total(episodes, column: str) -> int | str:
+    """The column's sum over the episodes, or "n/a" when the runs do not record it (core runs have no env
+    truncation)."""
+    return int(episodes[column].sum()) if column in episodes else "n/a"
+
+
 def load_pivot(long, metric: str, order: Sequence[str]):
     """Policies x load table of "mean ± half" for one metric (long table grouped by scenario_base/load)."""
     import pandas as pd
@@ -65,8 +71,8 @@ def write_report(out_dir, title: str, episodes, long, figures: Sequence[Path], r
               f"{episodes['scenario'].nunique()}; seeds per cell: {n_seeds.min()}–{n_seeds.max()}",
               "- intervals: mean ± half width of the 95 % Student-t interval across seeds"
               + (f"; Δ = (y − z)/z against **{reference}** (MLFS's relative difference)" if reference else ""),
-              f"- episodes truncated (max_steps / horizon): {int(episodes.get('truncated', 0).sum())}; "
-              f"jobs left unfinished in total: {int(episodes.get('unfinished', 0).sum())}"]
+              f"- episodes truncated (max_steps / horizon): {_total(episodes, 'truncated')}; "
+              f"jobs left unfinished in total: {_total(episodes, 'unfinished')}"]
     if meta.get("command"):
         lines.append(f"- command: `{meta['command']}` ({meta.get('runs')} runs, {meta.get('executed')} executed "
                      f"now in {meta.get('sweep_wall_s')} s with {meta.get('workers')} workers)")

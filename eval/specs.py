@@ -35,6 +35,11 @@ reads, e.g. weights, are not covered), the env id with every keyword, the seed a
 version and git commit, :func:`code_version`). Its **key** (``<policy label>__<scenario label>__s<seed>``) names
 its files. A sweep reuses a finished run only when the identity saved with it matches; two runs of one sweep
 with the same key are refused (:class:`SweepSpecError`) before anything runs.
+
+A **core run** (:func:`core_runs`) is played by a named runner function on the simulator directly instead of
+an env: for the named experiments whose policies act with commands the env's window cannot express (SJF-BSBF's
+GPUs and sub-batches). It has the same key, files and resume rule; its identity names the runner and its
+arguments instead of an env.
 """
 from __future__ import annotations
 
@@ -235,12 +240,13 @@ def _check_sb3_zip(spec: dict) -> None:
 
 
 def check_policies(runs: Iterable[dict]) -> None:
-    """:func:`check_policy` on each distinct policy of ``runs``, a callable on the env of its first run."""
+    """:func:`check_policy` on each distinct policy of ``runs``, a callable on the env of its first run (core runs,
+    :func:`core_runs`, are their experiment's own policies: not checked here)."""
     from clustergym.scenarios import make_env
 
     seen: set[str] = set()
     for r in runs:
-        if r["policy"] not in seen:
+        if r["policy"] not in seen and "runner" not in r:
             seen.add(r["policy"])
             check_policy(r["policy_spec"],
                          lambda r=r: make_env(r["env_id"], r["env_kwargs"], disable_env_checker=True))
@@ -249,11 +255,14 @@ def check_policies(runs: Iterable[dict]) -> None:
 def check_scenarios(runs: Iterable[dict]) -> None:
     """Each distinct scenario of ``runs`` (env id and keywords) configured and its trace file read before any run
     starts (:func:`clustergym.scenarios.check_config`): a bad field, a mapping naming a missing column or jobs
-    that never fit the cluster stop the sweep with a :class:`SweepSpecError` naming the scenario."""
+    that never fit the cluster stop the sweep with a :class:`SweepSpecError` naming the scenario. Core runs
+    (:func:`core_runs`) have no env to check."""
     from clustergym.scenarios import check_config
 
     seen: set[str] = set()
     for r in runs:
+        if "runner" in r:
+            continue
         key = canonical({"env_id": r["env_id"], "env_kwargs": r["env_kwargs"]})
         if key in seen:
             continue
@@ -482,3 +491,29 @@ def make_runs(policies: list[dict], scenarios: list[dict], seeds: Iterable[int],
                              "seed": int(s), "identity": run_identity(pid, sc["env_id"], kw, s)})
     check_collisions(runs)
     return runs
+
+
+def core_runs(policies: Sequence[str], scenarios: Sequence[dict], seeds: Iterable[int], runner: str) -> list[dict]:
+    """Every (scenario, policy, seed) as a **core run**: one that ``runner`` (``"module:function"``, called in the
+    worker as ``function(policy, args, seed)`` and returning the episode record and a DataFrame of per-job
+    records) plays on the simulator directly, without the Gymnasium env, for policies whose commands the env's
+    window cannot express. A scenario is {"label", "args"} (the runner's arguments, plain data); a core run has
+    no env id (``env_id`` None) and its identity is the runner, policy, arguments, seed and code version.
+    Runs that would collide are refused (:func:`check_collisions`)."""
+    runs = []
+    for sc in scenarios:
+        for p in policies:
+            for s in seeds:
+                ident = {"runner": runner, "policy": p, "args": sc["args"], "seed": int(s), "code": code_version()}
+                runs.append({"key": run_key(p, sc["label"], s), "policy": p, "scenario": sc["label"],
+                             "scenario_base": sc.get("base", sc["label"]), "load": float(sc.get("load", 1.0)),
+                             "env_id": None, "env_kwargs": {}, "seed": int(s), "runner": runner,
+                             "runner_args": sc["args"], "identity": ident})
+    check_collisions(runs)
+    return runs
+
+
+def play_core_run(run: dict) -> tuple[dict, Any]:
+    """(episode record, per-job records) of a core run (:func:`core_runs`), by its runner."""
+    return resolve_callable({"target": run["runner"], "label": run["policy"]})(run["policy"], run["runner_args"],
+                                                                            run["seed"])

@@ -1,7 +1,16 @@
-"""The SJF-BSBF experiments' setting (eval/experiments_sjfbsbf.py): the Pollux-like workload and one small run."""
+"""The SJF-BSBF experiments (eval/experiments_sjfbsbf.py): the Pollux-like workload, one small core run, and the
+named experiments through eval/compare.py (core runs: files, resume, claims and figures)."""
 from __future__ import annotations
 
-from clustergym.eval.experiments_sjfbsbf import EXPERIMENTS, VARIANTS, cluster, one_run, pollux_mix, workload
+import json
+
+import pytest
+
+from clustergym.eval import compare
+from clustergym.eval.experiment_kit import EXPERIMENTS
+from clustergym.eval.experiments_sjfbsbf import (RUNNER, VARIANTS, cluster, core_episode, pollux_mix,
+                                                 workload)
+from clustergym.eval.specs import SweepSpecError, core_runs
 
 
 def test_workload_follows_the_bundled_pollux_mix_and_is_seeded():
@@ -14,9 +23,50 @@ def test_workload_follows_the_bundled_pollux_mix_and_is_seeded():
     assert all(j.n_partitions == 1 and j.sync == "allreduce" for j in a)
 
 
-def test_one_small_run_per_named_experiment_policy():
-    assert set(EXPERIMENTS) == {"sjf-bsbf", "sjf-bsbf-xi", "sjf-bsbf-isolate"}
+def test_one_small_core_episode_of_a_variant():
+    assert {"sjf-bsbf", "sjf-bsbf-xi", "sjf-bsbf-isolate"} <= set(EXPERIMENTS)
     assert cluster(100.0).servers[0].nic_gbps == 100.0 and sum(s.n_gpus for s in cluster().servers) == 64
-    rec = one_run("sjf-bsbf/no-sub-batch", 12, 0, interference="constant", interference_xi=1.5)
-    assert rec["finished"] == 12 and rec["policy"] == "sjf-bsbf/no-sub-batch" and rec["interference_xi"] == 1.5
+    args = {"n_jobs": 12, "nic_gbps": 10.0, "sim": {"interference": "constant", "interference_xi": 1.5}}
+    rec, jobs = core_episode("sjf-bsbf/no-sub-batch", args, 0)
+    assert rec["finished"] == 12 and rec["interference_xi"] == 1.5 and rec["nic_gbps"] == 10.0
+    assert len(jobs) == 12 and jobs["jct"].notna().all()
     assert VARIANTS["sjf-bsbf/exclusive"] == ("sjf-bsbf", {"sharing": "none"})
+
+
+def test_core_runs_have_an_identity_and_refuse_collisions():
+    sc = {"label": "a", "args": {"n_jobs": 5, "nic_gbps": 10.0, "sim": {}}}
+    (r,) = core_runs(["sjf-bsbf"], [sc], [3], RUNNER)
+    assert r["env_id"] is None and r["identity"]["runner"] == RUNNER and r["identity"]["args"] == sc["args"]
+    with pytest.raises(SweepSpecError):
+        core_runs(["sjf-bsbf"], [sc, {**sc, "args": {**sc["args"], "n_jobs": 6}}], [3], RUNNER)
+
+
+@pytest.mark.slow
+def test_compare_runs_the_xi_experiment_quick_with_its_figure_and_resumes(tmp_path):
+    out = tmp_path / "xi"
+    argv = ["--experiment", "sjf-bsbf-xi", "--quick", "--workers", "0", "--no-progress", "--bootstrap", "0",
+            "--out", str(out)]
+    assert compare.main(argv) == 0
+    assert (out / "figures" / "mean_jct_vs_xi.png").stat().st_size > 0
+    assert (out / "figures" / "metrics_xi1.5.png").exists()
+    claims = (out / "claims.md").read_text()
+    assert "xi = 1.5: mean JCT of sjf-bsbf vs sjf-ffs" in claims and "mean_jct_vs_xi.png" in (out / "report.md").read_text()
+    saved = json.loads(next((out / "runs").glob("sjf-ffs__xi1__s0.json")).read_text())
+    assert saved["run"]["runner"] == RUNNER and saved["identity"]["args"]["sim"]["interference_xi"] == 1.0
+    stamp = (out / "runs" / "sjf-ffs__xi1__s0.json").stat().st_mtime_ns
+    assert compare.main(argv) == 0  # resumed: every run reused
+    assert (out / "runs" / "sjf-ffs__xi1__s0.json").stat().st_mtime_ns == stamp
+
+
+def test_the_isolation_experiment_draws_its_paired_figure_from_run_files(tmp_path):
+    """An experiment's own figure from its run files (6 jobs, one seed, through the sweep: the test stays fast;
+    ``sjf-bsbf`` draws the same figure)."""
+    name, figure = "sjf-bsbf-isolate", "paired_mean_jct.png"
+    exp = EXPERIMENTS[name](tmp_path, quick=True, seeds=[0])
+    runs = [{**r, "runner_args": {**r["runner_args"], "n_jobs": 6}} for r in exp["runs"]]
+    compare.sweep(runs, tmp_path, workers=0, progress=False)
+    agg = compare.aggregate(tmp_path, runs, reference=exp["reference"], title=name, bootstrap=0,
+                            extra_figures=exp["figures"])
+    assert (tmp_path / "figures" / figure).stat().st_size > 0
+    assert any(f.name == figure for f in agg["figures"])
+    assert all(row["measured"] for row in exp["claims"](agg))

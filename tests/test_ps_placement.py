@@ -125,3 +125,38 @@ def test_a_worker_goes_to_its_ps_server_first():
     # an all-reduce job has no PS: its order is untouched
     plain = sim.job_by_id[1].tasks[0]
     assert keep_ps_with_workers(view, plain, [1, 2, 0]) == [1, 2, 0]
+
+
+def _active_ps_job(n_workers: int):
+    """A simulator on three idle 4-GPU servers whose only job (a PS and ``n_workers`` workers) waits."""
+    sim = Simulator(helpers.cluster(3), [helpers.job(0, sync="ps", R=n_workers, iters=10**6)],
+                    SimConfig(usage_change_mean_s=0.0), 0, models=helpers.models)
+    while sim.job_by_id[0].state.name != "ACTIVE":
+        assert sim.next_decision()
+    return sim, sim.job_by_id[0]
+
+
+def test_a_ps_goes_where_most_of_its_planned_workers_are():
+    """With a plan (worker -> server), the rule counts each waiting worker only on its planned server: one
+    worker planned on server 0 and two on server 2 send the PS to server 2, where without the plan all three
+    would fit on server 0."""
+    sim, job = _active_ps_job(3)
+    view = ClusterView(sim)
+    ps = next(t for t in job.tasks if t.is_ps)
+    workers = [t for t in job.tasks if not t.is_ps]
+    planned = {workers[0].tid: 0, workers[1].tid: 2, workers[2].tid: 2}
+    assert keep_ps_with_workers(view, ps, [0, 1, 2], "fit") == [0, 1, 2]
+    assert keep_ps_with_workers(view, ps, [0, 1, 2], "fit", planned=planned) == [2, 0, 1]
+
+
+def test_sjf_bsbf_places_its_ps_through_the_shared_rule():
+    """SJF-BSBF's PS follows the plan's majority server, not the first planned worker's server."""
+    from clustergym.baselines.sjfbsbf import SJFBSBF, _Plan
+
+    sim, job = _active_ps_job(3)
+    view = ClusterView(sim)
+    ps = next(t for t in job.tasks if t.is_ps)
+    w = [t for t in job.tasks if not t.is_ps]
+    plan = _Plan(job, [(w[0], 0, 0), (w[1], 2, 8), (w[2], 2, 9)])
+    cmds = list(SJFBSBF._place_ps(view, [ps], plan, {0, 1, 2}))
+    assert [c.server for c in cmds] == [2, 0, 1] and {c.tid for c in cmds} == {ps.tid}
