@@ -45,7 +45,7 @@ def hare_hetero(out: Path, quick: bool = False, seeds=None) -> dict:
     from clustergym.core.presets import save_cluster
 
     jobs = 15 if quick else 40
-    seeds = seeds or ([0] if quick else list(range(8)))
+    seeds = seeds or ([0] if quick else list(range(16)))
     cdir = Path(out) / "clusters"
     cdir.mkdir(parents=True, exist_ok=True)
     scen = []
