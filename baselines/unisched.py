@@ -266,8 +266,11 @@ class UniSched(Policy):
 
         def order(v: ClusterView, task, mask):
             servers = (spread_order if task.job.jid in self._spread else consolidated_order)(v, task, mask)
-            # a profiling stint's GPUs look idle to the simulator: never place on them
-            return [s for s in servers if task.is_ps or int(v.idle_gpus[s]) > reserved.get(s, 0)]
+            # a profiling stint's GPUs look idle to the simulator: no worker goes on them, and a PS only where a
+            # waiting worker of its job still can (keep_ps_with_workers's dry run does not see the stints)
+            if task.is_ps and not any(t.state == TaskState.WAITING and not t.is_ps for t in task.job.tasks):
+                return servers
+            return [s for s in servers if int(v.idle_gpus[s]) > reserved.get(s, 0)]
 
         yield from self.job_first(view, Candidates(planned, cands.migrate, cands.servers, cands.can_preempt),
                                   key, "exclusive", order, True)

@@ -60,8 +60,9 @@ class _Watch:
 
 
 def test_stints_hold_their_gpus_and_every_job_runs_only_after_its_stint():
-    specs = [job(j, submit=40.0 * j, R=1 + j % 4, iters=300 + 100 * j,
-                 slo_class="strict" if j % 2 else "best-effort", deadline=40.0 * j + 6000.0) for j in range(8)]
+    # 1-GPU jobs with a parameter server: the PS must go where the worker can (not onto a stint's GPUs' server)
+    specs = [job(j, submit=40.0 * j, R=1 + j % 4, iters=300 + 100 * j, sync="ps" if j % 4 == 0 else "allreduce",
+                 slo_class="strict" if j % 2 else "best-effort", deadline=40.0 * j + 6000.0) for j in range(12)]
     sim = Simulator(cluster(2), specs, SimConfig(**CONFIG), models=models)
     pol = make("unisched")
     pol.attach(sim)
@@ -77,6 +78,7 @@ def test_stints_hold_their_gpus_and_every_job_runs_only_after_its_stint():
     assert pol.profiler.started == len(specs) and watch.peak >= 2
     for jid, prof in pol.profiler.done.items():
         assert recs[jid]["first_start"] >= prof.ended - 1e-9 >= specs[jid].submit_time + 300.0 - 1e-9
+    assert all(recs[j]["cross_server_mb"] == 0.0 for j in range(0, 12, 4))  # each 1-GPU job with its PS
 
 
 def _profiled(specs, n_servers, jid, **params):
