@@ -22,8 +22,8 @@ from .tiresias import Tiresias
 from .unisched import UniSched
 
 REGISTRY: dict[str, type[Policy]] = {cls.name: cls for cls in (
-    MLFH, MLFSHC, MLFSHCActions, HLAS, HLASP, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF, EDF,
-    Random, UniSched, SJFBSBF, SJFFFS, SJFBySize)}
+    MLFH, MLFSHC, MLFSHCActions, HLAS, HLASP, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF,
+    EDF, Random, UniSched, SJFBSBF, SJFFFS, SJFBySize)}
 
 
 def available() -> list[str]:

@@ -11,8 +11,8 @@ from .specs import expand_loads, make_runs, parse_policy
 from .stats import fmt_num
 
 # the variants switch off one HLAS mechanism each (baselines/hlas.py parameters)
-HARE_POLICIES = ("hlas", "hlas-p", "hlas-p-oracle=hlas-p:fraction=1,error=0", "hlas-1q=hlas:thresholds=[]", "hlas-norsched=hlas:reschedule=false",
-                 "hlas-gang=hlas:relaxed_sync=false", "tiresias", "fifo")
+HARE_POLICIES = ("hlas", "hlas-p", "hlas-p-oracle=hlas-p:fraction=1,error=0", "hlas-1q=hlas:thresholds=[]",
+                 "hlas-norsched=hlas:reschedule=false", "hlas-gang=hlas:relaxed_sync=false", "tiresias", "fifo")
 ABLATIONS = (("hlas-1q", "one queue (FIFO order, no demotion)"),
              ("hlas-norsched", "no round-level rescheduling (a job keeps its first GPUs)"),
              ("hlas-gang", "no relaxed synchronisation (one task per GPU)"))
@@ -45,7 +45,7 @@ def hare_hetero(out: Path, quick: bool = False, seeds=None) -> dict:
     from clustergym.core.presets import save_cluster
 
     jobs = 15 if quick else 40
-    seeds = seeds or ([0] if quick else list(range(16)))
+    seeds = seeds or ([0] if quick else list(range(8)))
     cdir = Path(out) / "clusters"
     cdir.mkdir(parents=True, exist_ok=True)
     scen = []
@@ -177,8 +177,23 @@ def mechanism_checks(seeds=(1, 2, 3, 4), env_id: str = HETERO) -> list[dict]:
     return rows
 
 
-if __name__ == "__main__":  # python -m clustergym.eval.experiments_hare [seeds...]
+def time_split(jobs):
+    """Per (scenario, policy): episode means of the jobs' mean waiting and running time (h) and of the
+    preemptions per episode, from an experiment's ``jobs.csv``: where a difference in mean JCT comes from."""
+    ep = jobs.groupby(["scenario", "policy", "seed"]).agg(wait_h=("waiting_time", "mean"),
+                                                          run_h=("running_time", "mean"),
+                                                          preemptions=("preemptions", "sum"))
+    ep[["wait_h", "run_h"]] /= 3600.0
+    return ep.groupby(["scenario", "policy"]).mean()
+
+
+if __name__ == "__main__":  # python -m clustergym.eval.experiments_hare [seeds...] | --jobs results/hare-hetero
     import sys
 
-    for row in mechanism_checks(tuple(int(s) for s in sys.argv[1:]) or (1, 2, 3, 4)):
-        print(row)
+    if sys.argv[1:2] == ["--jobs"]:
+        import pandas as pd
+
+        print(time_split(pd.read_csv(Path(sys.argv[2]) / "jobs.csv")).round(2).to_string())
+    else:
+        for row in mechanism_checks(tuple(int(s) for s in sys.argv[1:]) or (1, 2, 3, 4)):
+            print(row)

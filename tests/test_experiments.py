@@ -86,3 +86,20 @@ def test_hare_and_unisched_experiments_run_their_variants_and_pair_them(tmp_path
     assert "+50.0" in claims["slo_miss_rate: unisched vs unisched-noprof (the whole profiling phase)"]
     assert "-25.0" in claims["mean_be_jct: unisched vs unisched-refest (the profiled estimates (same time and GPUs))"
                              ].replace("−", "-")
+
+
+def test_profiling_loss_counts_pair_strict_jobs_by_seed_and_job():
+    from clustergym.eval.experiments_unisched import beyond_span, deadlines_lost
+
+    def rec(policy, jid, met, end, run=100.0, cls="strict"):
+        return {"policy": policy, "seed": 0, "job_id": jid, "slo_class": cls, "deadline_met": met, "submit": 0.0,
+                "deadline": 1000.0, "end": end, "running_time": run}
+
+    jobs = pd.DataFrame([rec("unisched", 1, False, 1100.0), rec("unisched-noprof", 1, True, 800.0),
+                         rec("unisched", 2, True, 900.0), rec("unisched-noprof", 2, False, 1200.0, run=1100.0),
+                         rec("unisched", 3, True, 500.0), rec("unisched-noprof", 3, True, 600.0),
+                         rec("unisched", 4, False, 2000.0, cls="best-effort")])
+    d = deadlines_lost(jobs)
+    assert (d["n"], d["lost"], d["won"], d["lost_margin_median"]) == (3, 1, 1, 200.0)
+    assert d["lost_slack_quartiles"] == (900.0, 900.0)  # job 1: 1000 - 0 - 100
+    assert beyond_span(jobs) == {"unisched": 0.0, "unisched-noprof": pytest.approx(1 / 3)}
