@@ -12,6 +12,7 @@ from .gandiva import Gandiva
 from .gavel import Gavel
 from .graphene import Graphene
 from .hlas import HLAS
+from .hlas_p import HLASP
 from .hypersched import HyperSched
 from .mlfs import MLFC, MLFH, MLFSHC, MLFSHCActions
 from .simple import EDF, FIFO, SJF, Random
@@ -21,8 +22,8 @@ from .tiresias import Tiresias
 from .unisched import UniSched
 
 REGISTRY: dict[str, type[Policy]] = {cls.name: cls for cls in (
-    MLFH, MLFSHC, MLFSHCActions, HLAS, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF, EDF,
-    Random, UniSched, SJFBSBF, SJFFFS, SJFBySize)}
+    MLFH, MLFSHC, MLFSHCActions, HLAS, HLASP, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF,
+    EDF, Random, UniSched, SJFBSBF, SJFFFS, SJFBySize)}
 
 
 def available() -> list[str]:

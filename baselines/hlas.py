@@ -26,8 +26,8 @@ Run time (Algorithms 1-3, the prose's reading: the first non-empty queue only):
 Unspecified in the paper (seed_hare.md §7.2), our defaults, all exposed: K = 4 with thresholds 600, 3600,
 21600 s of average-group time (ratio 6); |U| = the count of the rarest GPU type's servers;
 ``reschedule_gain`` = 0.1 (a reschedule pays the simulator's suspend/resume cost, so a marginal gain is not
-worth it). :func:`eft_split` reproduces Fig. 10 and :func:`single_gpu_toy` Fig. 12 (HLAS-P's conservative
-prediction exists in the toy only).
+worth it). :func:`eft_split` reproduces Fig. 10 and :func:`single_gpu_toy` Fig. 12; HLAS-P (§V) is
+:class:`clustergym.baselines.hlas_p.HLASP`.
 """
 from __future__ import annotations
 

@@ -5,16 +5,21 @@ into commands.
 
 Every ``cycle_s`` (UniSched's BE lease, 5 minutes) the policy re-plans (UniSched §III-C):
 
-- **Estimator** (§III-B). Speed: the job is "profiled" on one GPU (T^comp) and, with its own partitions and
-  replicas, on one node and on one GPU per node; T^1 and T^2 of Eq. 2 are fitted to those two times (the
-  simulator's own cost model on the cluster's reference server and commonest GPU type: our stand-in for the
-  paper's 5-minute profiling run on at most 2 GPUs, which occupies no GPU here; the paper's jobs are
-  data-parallel, ours may be model-parallel, whose communication a 2-GPU data-parallel profile would miss).
-  Eq. 2 then estimates every allocation: one node uses T^1, several nodes T^2 (the spread layout: an
-  overestimate for a packed multi-node job, which UniSched counts as safe for deadlines). Iterations: what the job still needs to its current stopping point (for an OptStop job, the
-  simulator's learning-curve prediction: UniSched's training-iteration estimator). Suspend/resume: t^sr is
-  the simulator's checkpoint cost for the job (measured while profiling in the paper), expected over the
-  remaining leases by Eq. 3 (SLO) or n/2 (best-effort); T^dur by Eq. 1.
+- **Profiling phase** (§III-A, :mod:`clustergym.baselines.unisched_profile`). A new job is a profiler job: the
+  MILP selects it (value 1, one BE lease on at most 2 GPUs) like any job, and it is profiled for ``profile_s``
+  (5 minutes) on GPUs no job may take meanwhile; its iterations do not advance, and only then does it enter
+  the execution phase as an SLO or best-effort job. ``profile_s=0`` switches the phase off (every job is known
+  at once through :meth:`UniSched.reference_profile`); ``profiled_estimates=False`` keeps the phase's cost but
+  estimates from the reference profile (isolates the cost from the estimates).
+- **Estimator** (§III-B). Speed: Eq. 2 with the stint's T^comp and the communication term it measured (T^1 on
+  one node, T^2 across nodes; a job profiled on one node is offered one-node allocations only). Without the
+  phase, the reference profile: the job on one GPU (T^comp) and, with its own partitions and replicas, on one
+  node and on one GPU per node, T^1 and T^2 fitted to those two times (the simulator's own cost model on the
+  cluster's reference server and commonest GPU type). Eq. 2 then estimates every allocation: one node uses
+  T^1, several nodes T^2. Iterations: what the job still needs to its current stopping point (for an OptStop
+  job, the simulator's learning-curve prediction: UniSched's training-iteration estimator). Suspend/resume:
+  t^sr as measured on the profiling GPUs until the job has run on its own (then the simulator's checkpoint
+  cost for its GPUs), expected over the remaining leases by Eq. 3 (SLO) or n/2 (best-effort); T^dur by Eq. 1.
 - **Policy generator**: each job's allocations (round-up, exact cells, single GPUs:
   :func:`~clustergym.baselines.unisched_milp.allocation_options`) with their speed relative to the
   consolidated one (phi-bar, Eq. 8, from Eq. 2). Allocations below ``min_speed_ratio`` (0.5) are not offered
@@ -53,6 +58,7 @@ from clustergym.core.view import ClusterView
 from .base import Candidates, Command, Policy, spread_order
 from .unisched_milp import (BE_VALUE_SCALE, MilpJob, Plan, allocation_options, cells_of, duration, iteration_time,
                             solve_plan, sr_overhead)
+from .unisched_profile import PROFILE_VALUE, Profiler, stint_layout
 
 
 def consolidated_order(view: ClusterView, task, mask) -> list[int]:
@@ -80,12 +86,16 @@ class UniSched(Policy):
     time_limit_s: float = 2.0
     max_jobs: int = 150
     min_speed_ratio: float = 0.5  # allocations slower than this x the consolidated one are not offered
+    profile_s: float = 300.0  # the profiling stint (0: no profiling phase, the idle-reference estimates)
+    profiled_estimates: bool = True  # False: profiling costs its time and GPUs but the estimates are the reference
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.cycle_s > 0 or self.horizon_slots < 1 or not self.time_limit_s > 0 or self.max_jobs < 1:
             raise ValueError(f"unisched: cycle_s, time_limit_s must be > 0 and horizon_slots, max_jobs >= 1 "
                              f"(got {self.cycle_s}, {self.time_limit_s}, {self.horizon_slots}, {self.max_jobs})")
+        if not (math.isfinite(self.profile_s) and self.profile_s >= 0):
+            raise ValueError(f"unisched: profile_s must be a finite number >= 0 (got {self.profile_s!r})")
         self.solves = 0
         self.solve_seconds = 0.0
         self.statuses: Counter = Counter()
@@ -101,11 +111,22 @@ class UniSched(Policy):
         self._server = max(sizes, key=lambda k: sizes[k] * k[0])  # the server shape holding the most GPUs
         self._top = max(0, int(math.log2(max(1, self._server[0]))))
         self._gpu = max(view.gpu_type_counts, key=view.gpu_type_counts.__getitem__)
+        self.profiler = Profiler(self.profile_s)
 
     # ----------------------------------------------------------------------------------------- estimator
-    def profile(self, job: Job) -> tuple[float, float, float]:
-        """(T^comp, T^1, T^2) of Eq. 2: T^comp the iteration time on one GPU, T^1 and T^2 fitted so that Eq. 2
-        gives the job's own iteration time on one node and on one GPU per node."""
+    def profile(self, job: Job) -> tuple[float, float | None, float | None]:
+        """(T^comp, T^1, T^2) of Eq. 2. With the profiling phase: what the job's stint measured (the term it did
+        not measure is None, :mod:`~clustergym.baselines.unisched_profile`); without (or with
+        ``profiled_estimates`` off): :meth:`reference_profile`."""
+        measured = self.profiler.done.get(job.jid)
+        if measured is not None and self.profiled_estimates:
+            return measured.t_comp, measured.t_intra, measured.t_inter
+        return self.reference_profile(job)
+
+    def reference_profile(self, job: Job) -> tuple[float, float, float]:
+        """(T^comp, T^1, T^2) on the cluster's reference server and commonest GPU type: T^comp the iteration time
+        on one GPU, T^1 and T^2 fitted so that Eq. 2 gives the job's own iteration time on one node and on one
+        GPU per node."""
         p = self._profiles.get(job.jid)
         if p is None:
             s, (gps, nic, intra) = job.spec, self._server
@@ -126,16 +147,23 @@ class UniSched(Policy):
         return p
 
     def milp_job(self, view: ClusterView, job: Job) -> MilpJob:
-        """The job as the MILP sees it (estimates, values, allocations, what it holds now)."""
-        n, size, slot = job.spec.n_gpus, 1 << self._top, self.cycle_s
-        prof = self.profile(job)
-        shapes = allocation_options(n, self._top)
-        times = [iteration_time(*prof, n, nodes) for _, nodes in shapes]
+        """The job as the MILP sees it (estimates, values, allocations, what it holds now); a job not yet
+        profiled is a profiler job (:meth:`profiler_job`)."""
+        if self.profile_s > 0 and self.profiler.state(job.jid) == "new":
+            return self.profiler_job(job)
+        n, slot = job.spec.n_gpus, self.cycle_s
+        t_comp, t_intra, t_inter = self.profile(job)
+        # an allocation whose communication term was not measured is not offered (unisched_profile)
+        shapes = [(c, nodes) for c, nodes in allocation_options(n, self._top)
+                  if n == 1 or (t_intra if nodes == 1 else t_inter) is not None]
+        times = [iteration_time(t_comp, t_intra or 0.0, t_inter or 0.0, n, nodes) for _, nodes in shapes]
         options = [(cells, times[0] / t) for (cells, _), t in zip(shapes, times) if times[0] / t >= self.min_speed_ratio]
-        n_iter, t_iter = view.remaining_iters(job), iteration_time(*prof, n, math.ceil(n / size))
+        n_iter, t_iter = view.remaining_iters(job), times[0]  # times[0]: the round-up, consolidated allocation
         remaining = n_iter * t_iter
         raw = max(1, math.ceil(remaining / slot - 1e-9))
-        t_sr = view.checkpoint_s(job)
+        measured = self.profiler.done.get(job.jid)
+        t_sr = (measured.t_sr if measured is not None and self.profiled_estimates and job.record.first_start < 0
+                else view.checkpoint_s(job))
         deadlines = None
         if job.spec.has_slo:
             steps = [(math.floor((d - view.now) / slot), v) for d, v in job.spec.slo_deadlines()]
@@ -153,21 +181,36 @@ class UniSched(Policy):
         return MilpJob(job.jid, n, options, max(1, leases), deadlines, BE_VALUE_SCALE / max(1, leases),
                        running, pinned, held)
 
+    def profiler_job(self, job: Job) -> MilpJob:
+        """A new job as the MILP sees it: one BE lease on its profiling stint's GPUs (1 GPU; 2 GPUs as one cell
+        of a node; or 2 single GPUs of two nodes), valued :data:`PROFILE_VALUE`."""
+        n, spans = stint_layout(job.spec.n_gpus, 1 << self._top)
+        cells = cells_of(n, self._top) if spans == 1 else tuple(n if g == 0 else 0 for g in range(self._top + 1))
+        return MilpJob(job.jid, n, [(cells, 1.0)], 1, None, PROFILE_VALUE)
+
     # ------------------------------------------------------------------------------------------ selector
     def plan(self, view: ClusterView) -> Plan:
-        """The current cycle's plan, re-solved once ``cycle_s`` has passed since the last one."""
+        """The current cycle's plan, re-solved once ``cycle_s`` has passed since the last one. Profiler jobs the
+        plan selects start their stints now (on GPUs no job may take until the stint ends)."""
         if self._plan is not None and view.now < self._planned_at + self.cycle_s:
             return self._plan
-        active = sorted(view.active_jobs(), key=lambda j: (not j.spec.has_slo, j.n_placed == 0, j.spec.submit_time,
-                                                           j.jid))[: self.max_jobs]
-        jobs = [self.milp_job(view, j) for j in active]
+        self.profiler.settle(view)
+        active = sorted((j for j in view.active_jobs() if self.profiler.state(j.jid) != "profiling"),
+                        key=lambda j: (not j.spec.has_slo, j.n_placed == 0, j.spec.submit_time, j.jid))
+        jobs = [self.milp_job(view, j) for j in active[: self.max_jobs]]
+        reserved = self.profiler.reserved()
         free = [0] * (self._top + 1)
         for s in range(view.n_servers):
-            for g, c in enumerate(cells_of(int(view.idle_gpus[s]), self._top)):
+            for g, c in enumerate(cells_of(int(view.idle_gpus[s]) - reserved.get(s, 0), self._top)):
                 free[g] += c
-        plan, outcome = solve_plan(jobs, free, view.n_gpus, self.horizon_slots, self.time_limit_s)
+        total = view.n_gpus - sum(reserved.values())
+        plan, outcome = solve_plan(jobs, free, total, self.horizon_slots, self.time_limit_s)
         if plan is None:
-            plan = self._fallback(view, jobs)
+            plan = self._fallback(jobs, total)
+        new = {j.jid for j in active[: self.max_jobs] if self.profile_s > 0 and self.profiler.state(j.jid) == "new"}
+        for jid in sorted(new & set(plan.run)):
+            del plan.run[jid]
+            self.profiler.start(view, view.job(jid), 1 << self._top)
         self.solves += 1
         self.solve_seconds += plan.seconds
         self.statuses[plan.status] += 1
@@ -178,12 +221,13 @@ class UniSched(Policy):
                         and j.options[plan.run[j.jid]][0][0] == j.n_gpus}
         return plan
 
-    def _fallback(self, view: ClusterView, jobs: list[MilpJob]) -> Plan:
-        """No solution within the time limit: the previous plan for the jobs still active, else the greedy rule."""
+    def _fallback(self, jobs: list[MilpJob], total: int) -> Plan:
+        """No solution within the time limit: the previous plan for the jobs still active, else the greedy rule
+        over the ``total`` GPUs no profiling stint holds."""
         ids = {j.jid for j in jobs}
         if self._plan is not None:
             return Plan({jid: p for jid, p in self._plan.run.items() if jid in ids}, "cached")
-        run, left = {}, view.n_gpus
+        run, left = {}, total
         order = sorted(jobs, key=lambda j: (not j.running, j.deadlines is None,
                                             j.deadlines[0][0] if j.deadlines else -j.be_value))
         for j in order:
@@ -193,6 +237,16 @@ class UniSched(Policy):
         return Plan(run, "greedy")
 
     # ------------------------------------------------------------------------------------------ commands
+    def fits(self, view: ClusterView, job: Job, mode: str, servers) -> bool:
+        """The gang guard, with the profiling stints' GPUs counted as taken (the simulator sees them idle)."""
+        if not super().fits(view, job, mode, servers):
+            return False
+        reserved = self.profiler.reserved()
+        if job.n_placed > 0 or not reserved:
+            return True
+        need = sum(1 for t in job.tasks if t.state == TaskState.WAITING and not t.is_ps)
+        return sum(max(0, int(view.idle_gpus[s]) - reserved.get(int(s), 0)) for s in servers) >= need
+
     def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
         if not view.active_jobs():
             return
@@ -208,8 +262,15 @@ class UniSched(Policy):
         def key(job: Job) -> tuple:
             return (not job.spec.has_slo, job.spec.deadline if job.spec.has_slo else view.remaining_time(job))
 
+        reserved = self.profiler.reserved()
+
         def order(v: ClusterView, task, mask):
-            return (spread_order if task.job.jid in self._spread else consolidated_order)(v, task, mask)
+            servers = (spread_order if task.job.jid in self._spread else consolidated_order)(v, task, mask)
+            # a profiling stint's GPUs look idle to the simulator: no worker goes on them, and a PS only where a
+            # waiting worker of its job still can (keep_ps_with_workers's dry run does not see the stints)
+            if task.is_ps and not any(t.state == TaskState.WAITING and not t.is_ps for t in task.job.tasks):
+                return servers
+            return [s for s in servers if int(v.idle_gpus[s]) > reserved.get(s, 0)]
 
         yield from self.job_first(view, Candidates(planned, cands.migrate, cands.servers, cands.can_preempt),
                                   key, "exclusive", order, True)

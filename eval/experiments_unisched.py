@@ -26,6 +26,12 @@ DL_SCHEDULERS = ("tiresias", "gavel")  # stand-ins for Optimus and Themis (run o
 # a factor f lower is a reduction of 1 - 1/f.
 PAPER_SLO = {"deadline-aware": (0.95, 2.77), "dl": (2.01, 6.84)}
 PAPER_BE = {"deadline-aware": (1.66, 4.02), "dl": (1.18, 3.11)}
+# the profiling phase isolated (baselines/unisched_profile.py): no phase at all; the phase's time and GPUs with the
+# reference estimates. (a, b, what a - b isolates), each as the paired (a - b) / b
+PROFILING_VARIANTS = ("unisched-noprof=unisched:profile_s=0", "unisched-refest=unisched:profiled_estimates=false")
+PROFILING_EFFECTS = (("unisched", "unisched-noprof", "the whole profiling phase"),
+                     ("unisched-refest", "unisched-noprof", "profiling's time and GPUs (reference estimates)"),
+                     ("unisched", "unisched-refest", "the profiled estimates (same time and GPUs)"))
 
 
 @experiment
@@ -34,13 +40,15 @@ def unisched_mix(out: Path, quick: bool = False, seeds=None) -> dict:
     jobs = 40 if quick else 100
     seeds = seeds or ([0, 1] if quick else list(range(8)))
     scen = expand_loads([{"label": "mix1", "env_id": UNISCHED_ENV, "kwargs": {"window_jobs": jobs}}], None)
-    pols = [parse_policy(p) for p in ("unisched", *DEADLINE_AWARE, *DL_SCHEDULERS)]
+    pols = [parse_policy(p) for p in ("unisched", *PROFILING_VARIANTS, *DEADLINE_AWARE, *DL_SCHEDULERS)]
     notes = (f"`{UNISCHED_ENV}` (UniSched's MIX1: mlfs-80, {jobs} generated jobs of 5-180 minutes at load 1, GPU "
              f"requests in {{1, 2, 4, 8, 16}}, half strict-SLO with deadlines U[1.1, 2] x run time, half "
              f"best-effort, 5/10-minute leases), seeds {seeds} (seed = workload + simulator; every policy gets "
              f"the same jobs). Stand-ins for the paper's baselines: EDF (GENIE) and SJF (Hydra) for the "
              f"deadline-aware group, Tiresias and Gavel (Themis's code base) for the DL schedulers. Effects are "
-             f"paired per seed: (baseline - unisched) / baseline, > 0 when UniSched is lower.")
+             f"paired per seed: (baseline - unisched) / baseline, > 0 when UniSched is lower. UniSched profiles every "
+             f"new job (5 minutes on at most 2 GPUs); `unisched-noprof` has no profiling phase, `unisched-refest` "
+             f"pays the phase's time and GPUs but estimates from the reference profile.")
     return {"runs": make_runs(pols, scen, seeds), "reference": "unisched",
             "title": "unisched-mix: UniSched vs deadline-aware and DL schedulers (MIX1)", "notes": notes,
             "claims": _claims_mix}
@@ -70,6 +78,21 @@ def _claims_mix(agg) -> list[dict]:
                     "measured": f"reduction {pct_ci(red, red_lo, red_hi, n)}; means {fmt_num(ours)} vs "
                                 f"{fmt_num(theirs)}",
                     "agrees": _agree(red, red_lo, red_hi, lo_p, hi_p)})
+    return rows + _claims_profiling(ep, present)
+
+
+def _claims_profiling(ep, present: set) -> list[dict]:
+    """What the profiling phase changes, each effect isolated by a pair of UniSched variants."""
+    rows = []
+    for a, b, what in PROFILING_EFFECTS:
+        if a not in present or b not in present:
+            continue
+        for metric in ("slo_miss_rate", "mean_be_jct"):
+            m, lo, hi, n = paired_rel(ep, a, b, metric)
+            ya, yb = (ep.loc[ep["policy"] == p, metric].mean() for p in (a, b))
+            rows.append({"claim": f"{metric}: {a} vs {b} ({what})", "paper": "n/a (isolates the profiling phase)",
+                         "measured": f"{pct_ci(m, lo, hi, n)}; means {fmt_num(ya)} vs {fmt_num(yb)}",
+                         "agrees": "n/a; " + ("significant" if lo > 0 or hi < 0 else "not significant")})
     return rows
 
 
@@ -85,3 +108,44 @@ def _agree(m: float, lo: float, hi: float, paper_lo: float, paper_hi: float) -> 
     if hi_ < 0:
         return "no (significant, opposite direction)" + ("; inside the paper's range" if overlap else "")
     return "no significant effect" + ("; the paper's range overlaps the interval" if overlap else "")
+
+
+# ------------------------------------------------------------------ what the profiling phase costs (jobs.csv)
+
+
+def beyond_span(jobs) -> dict:
+    """Per policy, the share of strict jobs whose running time alone exceeds their deadline span (deadline -
+    submission), pooled over the episodes: deadlines no scheduler could have met once the job ran so long."""
+    s = jobs[jobs["slo_class"] == "strict"]
+    over = s["running_time"] > s["deadline"] - s["submit"]
+    return {p: float(v) for p, v in over.groupby(s["policy"]).mean().items()}
+
+
+def deadlines_lost(jobs, a: str = "unisched", b: str = "unisched-noprof") -> dict:
+    """Strict jobs, paired by (seed, job): met under ``b`` but missed under ``a`` ("lost"), the reverse ("won"),
+    their number ("n"), and for the lost ones how early they finished under ``b`` (median of deadline - end, s)
+    and the quartiles of their slack under ``b`` (deadline - submission - running time, s)."""
+    s = jobs[jobs["slo_class"] == "strict"]
+    x = s[s["policy"] == a].set_index(["seed", "job_id"])
+    y = s[s["policy"] == b].set_index(["seed", "job_id"])
+    j = x.merge(y, left_index=True, right_index=True, suffixes=("_a", "_b"))
+    met_a, met_b = j["deadline_met_a"].astype(bool), j["deadline_met_b"].astype(bool)
+    lost = j[met_b & ~met_a]
+    slack = lost["deadline_b"] - lost["submit_b"] - lost["running_time_b"]
+    return {"n": len(j), "lost": len(lost), "won": int((met_a & ~met_b).sum()),
+            "lost_margin_median": float((lost["deadline_b"] - lost["end_b"]).median()),
+            "lost_slack_quartiles": (float(slack.quantile(0.25)), float(slack.quantile(0.75)))}
+
+
+if __name__ == "__main__":  # python -m clustergym.eval.experiments_unisched results/unisched-mix
+    import sys
+
+    import pandas as pd
+
+    jobs = pd.read_csv(Path(sys.argv[1] if len(sys.argv) > 1 else "results/unisched-mix") / "jobs.csv")
+    over = {p: round(v, 3) for p, v in beyond_span(jobs).items()}
+    print("strict jobs running longer than their deadline span:", over)
+    print("unisched vs unisched-noprof:", deadlines_lost(jobs))
+    be = jobs[jobs["slo_class"] == "best-effort"].groupby(["policy", "seed"])[["waiting_time", "running_time"]].mean()
+    print("best-effort jobs, episode means (s):")
+    print(be.groupby("policy").mean().round(0).to_string())

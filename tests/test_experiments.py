@@ -61,3 +61,45 @@ def test_placement_ablations_use_best_fit_and_refuse_unknown_values():
         baselines.make("fair", placement="worst")
     with pytest.raises(ValueError, match="placement"):
         baselines.make("graphene", placement="spread")
+
+
+def test_hare_and_unisched_experiments_run_their_variants_and_pair_them(tmp_path):
+    hare = {(r["policy"], r["policy_spec"]["name"]) for r in experiments.get("hare-hetero")(tmp_path / "h")["runs"]}
+    assert {("hlas-p", "hlas-p"), ("hlas-p-oracle", "hlas-p")} <= hare
+    uni = experiments.get("unisched-mix")(tmp_path / "u")["runs"]
+    params = {r["policy"]: r["policy_spec"]["params"] for r in uni}
+    assert params["unisched-noprof"] == {"profile_s": 0} and params["unisched-refest"] == {"profiled_estimates": False}
+    from clustergym.eval.experiments_hare import _claims_hare
+    from clustergym.eval.experiments_unisched import _claims_mix
+
+    rows = [{"policy": p, "scenario": "4types", "seed": s, "mean_jct": v * (1 + s)} for s in range(3)
+            for p, v in (("hlas", 100.0), ("hlas-p", 70.0), ("hlas-p-oracle", 50.0), ("fifo", 140.0))]
+    claims = {r["claim"]: r for r in _claims_hare({"episodes": pd.DataFrame(rows)})}
+    assert "-30.0" in claims["4types: mean JCT HLAS-P vs hlas"]["measured"].replace("−", "-")
+    assert claims["4types: mean JCT HLAS-P vs hlas"]["agrees"] == "yes (direction and size)"
+    assert "+40.0" in claims["4types: mean JCT HLAS-P vs hlas-p-oracle (exact sizes: no prediction error)"]["measured"]
+    assert not any("tiresias" in c for c in claims)  # no tiresias runs: no row
+    rows = [{"policy": p, "scenario": "mix1", "seed": s, "slo_miss_rate": m * (1 + s), "mean_be_jct": j}
+            for s in range(3) for p, m, j in (("unisched", 0.6, 900.0), ("unisched-noprof", 0.4, 1000.0),
+                                              ("unisched-refest", 0.5, 1200.0))]
+    claims = {r["claim"]: r["measured"] for r in _claims_mix({"episodes": pd.DataFrame(rows)})}
+    assert "+50.0" in claims["slo_miss_rate: unisched vs unisched-noprof (the whole profiling phase)"]
+    assert "-25.0" in claims["mean_be_jct: unisched vs unisched-refest (the profiled estimates (same time and GPUs))"
+                             ].replace("−", "-")
+
+
+def test_profiling_loss_counts_pair_strict_jobs_by_seed_and_job():
+    from clustergym.eval.experiments_unisched import beyond_span, deadlines_lost
+
+    def rec(policy, jid, met, end, run=100.0, cls="strict"):
+        return {"policy": policy, "seed": 0, "job_id": jid, "slo_class": cls, "deadline_met": met, "submit": 0.0,
+                "deadline": 1000.0, "end": end, "running_time": run}
+
+    jobs = pd.DataFrame([rec("unisched", 1, False, 1100.0), rec("unisched-noprof", 1, True, 800.0),
+                         rec("unisched", 2, True, 900.0), rec("unisched-noprof", 2, False, 1200.0, run=1100.0),
+                         rec("unisched", 3, True, 500.0), rec("unisched-noprof", 3, True, 600.0),
+                         rec("unisched", 4, False, 2000.0, cls="best-effort")])
+    d = deadlines_lost(jobs)
+    assert (d["n"], d["lost"], d["won"], d["lost_margin_median"]) == (3, 1, 1, 200.0)
+    assert d["lost_slack_quartiles"] == (900.0, 900.0)  # job 1: 1000 - 0 - 100
+    assert beyond_span(jobs) == {"unisched": 0.0, "unisched-noprof": pytest.approx(1 / 3)}

@@ -82,23 +82,27 @@ def test_the_fallback_without_a_solution_is_the_cached_plan_then_the_greedy_rule
     jobs = [MilpJob(1, 4, [((0, 0, 1), 1.0)], 2, [(5, 100.0)]), MilpJob(2, 8, [((0, 0, 2), 1.0)], 9, None, 0.1),
             MilpJob(3, 2, [((0, 1, 0), 1.0)], 1, None, 0.5, running=True, held=(0, 1, 0))]
 
-    class View:
-        n_gpus = 12
-
     pol._plan = None
-    greedy = pol._fallback(View(), jobs)  # running first, then SLO by deadline, then best-effort by value
+    greedy = pol._fallback(jobs, 12)  # running first, then SLO by deadline, then best-effort by value
     assert greedy.status == "greedy" and greedy.run == {3: -1, 1: 0}  # 2 + 4 GPUs; the 8-GPU job would exceed 12
     pol._plan = Plan({1: 0, 2: 0, 7: 0}, "optimal")
-    cached = pol._fallback(View(), jobs)
+    cached = pol._fallback(jobs, 12)
     assert cached.status == "cached" and cached.run == {1: 0, 2: 0}  # job 7 ended since
     assert unisched_milp.TIE_BREAK < 0.99 / 1000  # the tie-break never outweighs a best-effort value
 
 
-def test_unisched_runs_the_unisched_scenario_through_the_env_and_beats_fifo_on_slo_misses():
+def test_unisched_without_profiling_runs_the_unisched_scenario_through_the_env_and_beats_fifo_on_slo_misses():
     from clustergym.eval.rollout import evaluate
 
+    from clustergym import baselines
+    from clustergym.eval.rollout import EVAL_DEFAULTS, predictor, rollout
+    from clustergym.scenarios import make_env
+
     kw = {"window_jobs": 30}
-    uni = evaluate("unisched", "clustergym/UniSched-v1", kw, [0])[0]
+    env = make_env("clustergym/UniSched-v1", {**EVAL_DEFAULTS, **kw})
+    agent = baselines.make("unisched", env, profile_s=0.0)  # no profiling phase: the reference estimates
+    uni = rollout(env, predictor(agent, env, "unisched"), 0)
+    env.close()
     fifo = evaluate("fifo", "clustergym/UniSched-v1", kw, [0])[0]
     assert uni["finished"] == fifo["finished"] == 30
     assert uni["slo_miss_rate"] < fifo["slo_miss_rate"]
@@ -117,7 +121,7 @@ def test_unisched_at_core_level_suspends_only_at_lease_ends():
              job(1, submit=30.0, iters=600, slo_class="strict", R=4, deadline=1500.0)]
     sim = Simulator(cluster(1), specs, SimConfig(be_lease_s=300.0, slo_lease_s=600.0, usage_change_mean_s=0.0),
                     models=models)
-    pol = make("unisched")
+    pol = make("unisched", profile_s=0.0)  # leases only (tests/test_unisched_profile.py: the profiling phase)
     s = run(sim, pol)
     rec = {r["job_id"]: r for r in sim.job_records()}
     assert s["finished"] == 2 and rec[1]["deadline_met"]

@@ -135,10 +135,11 @@ class ClusterView:
         estimate known at submission by profiling (MLF-H's r_k, Hare's T̄_n)."""
         return self._sim.cluster.mean_iter_time(job.model)
 
-    def checkpoint_s(self, job: Job) -> float:
-        """The job's suspend + resume overhead (s) if it were suspended now (UniSched's t^sr, measured while
-        profiling): what the simulator charges when it resumes."""
-        return checkpoint_s(self._sim.config, job.spec.n_gpus)
+    def checkpoint_s(self, job: Job, n_gpus: int | None = None) -> float:
+        """The job's suspend + resume overhead (s) if it were suspended now (UniSched's t^sr): what the simulator
+        charges when it resumes on its ``job.spec.n_gpus`` GPUs, or on ``n_gpus`` (UniSched measures it while
+        profiling on at most 2 GPUs)."""
+        return checkpoint_s(self._sim.config, job.spec.n_gpus if n_gpus is None else n_gpus)
 
     def remaining_time(self, job: Job) -> float:
         """Estimated remaining run time (s): remaining iterations x :meth:`ref_iter_time`."""
