@@ -449,7 +449,8 @@ def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
     if p["protocol"] is not None:
         from clustergym.eval import protocols
 
-        protocols.write_results(out, p["protocol"], runs, agg["long"], meta["command"], failed=list(res["failed"]))
+        protocols.write_results(out, p["protocol"], runs, agg["long"], meta["command"], failed=list(res["failed"]),
+                                episodes=agg["episodes"])
         written = "protocol.json, protocol.md, " + written
     print(f"results in {out} ({time.perf_counter() - t0:.1f} s): {written}", file=sys.stderr)
     return 1 if res["failed"] else 0
