@@ -153,7 +153,7 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
              "the other policies window by window on ten clusters and workloads: the contended 80-GPU default "
              "at offered loads 0.75, 1.5 and 3, the light 80-GPU windows, the heterogeneous 16- and 160-GPU "
              "clusters, UniSched's SLO mix, 2,474 GPUs and the PAI 2020 machine mix (4,502 GPUs)",
-             TRANSFER_SCENARIOS, tuple(range(30_000, 30_005)), subject="agent"),
+             TRANSFER_SCENARIOS, tuple(range(30_000, 30_004)), subject="agent"),
     Protocol("transfer-smoke-v1", "a check that an agent runs on a cluster of other sizes than the one it was "
              "trained on (10-job windows of the 80- and 160-GPU clusters, two episodes); not for results",
              (ProtocolScenario("contended80-philly", {"window_jobs": 10, "max_steps": 1_000}),
@@ -281,8 +281,9 @@ def results_page(doc: dict, long) -> str:
              f"- machine: {m['platform']}, {m['processor']}, {m['cpu_count']} CPUs",
              f"- command: `{doc['command']}`"]
     if not doc["complete"]:
-        lines.append(f"- **incomplete**: {len(doc['failed_runs'])} runs failed ({', '.join(doc['failed_runs'][:3])}"
-                     f"{', ...' if len(doc['failed_runs']) > 3 else ''})")
+        failed = doc["failed_runs"]
+        lines.append(f"- **incomplete**: {len(failed)} runs failed or missing ({', '.join(failed[:3])}"
+                     f"{', ...' if len(failed) > 3 else ''})")
     lines += ["", "Mean ± half width of the 95 % Student-t interval over the episodes (`protocol.json` has every "
               "metric in its own unit: seconds, MB).", "", results_table(long, proto)]
     if proto.get("subject") is not None:
