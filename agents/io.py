@@ -6,6 +6,11 @@
 ``load_agent(path)`` accepts a model zip or a run folder (then ``best_model.zip`` if present, else
 ``final_model.zip``, else the last checkpoint). The algorithm (MaskablePPO or PPO) is read from the run's
 ``config.yaml`` next to the file when there is one, else tried in that order.
+
+An agent given an ``env`` whose observation or action space differs from the one it was trained on (another
+scenario: other W, K or GPUs per server) loads onto that env's spaces when its policy is the pairwise one,
+none of whose weights depends on those sizes (``clustergym.agents.policies``); the MLP policy's weights are
+tied to the sizes, so it stops with :class:`AgentLoadError` naming both spaces.
 """
 from __future__ import annotations
 
@@ -69,10 +74,35 @@ def load_agent(path: str | os.PathLike, env=None, device: str = "cpu", algo: str
         cfg = run_config(p)
         algo = (cfg or {}).get("algo")
     tries = [algo] if algo else ["maskable", "ppo"]
+    spaces = _spaces_of(env, p) if env is not None else None
     err = None
     for a in tries:
         try:
-            return _algo_class(a).load(str(p), env=env, device=device)
+            return _algo_class(a).load(str(p), env=env, device=device, custom_objects=spaces)
         except Exception as e:  # noqa: BLE001 - try the next algorithm
             err = e
     raise AgentLoadError(f"could not load {p} as {' or '.join(tries)}: {type(err).__name__}: {err}") from err
+
+
+def _spaces_of(env, path: Path) -> dict | None:
+    """SB3 ``custom_objects`` that load the agent at ``path`` onto ``env``'s observation and action spaces when
+    they differ from the saved ones and its policy is size-invariant (pairwise); None when they are equal or the
+    file cannot be read (loading then reports the file). A size-tied policy on other spaces: AgentLoadError."""
+    from stable_baselines3.common.save_util import load_from_zip_file
+
+    from clustergym.agents.policies import size_invariant
+
+    try:
+        data, _, _ = load_from_zip_file(path, device="cpu")
+    except Exception:  # noqa: BLE001 - an unreadable file is reported by the load itself
+        return None
+    ours = {"observation_space": env.observation_space, "action_space": env.action_space}
+    if all(data.get(k) == v for k, v in ours.items()):
+        return None
+    if not size_invariant(data.get("policy_class")):
+        raise AgentLoadError(
+            f"{path}: its policy {getattr(data.get('policy_class'), '__name__', '?')} has weights tied to the "
+            f"sizes it was trained on ({data.get('observation_space')}, {data.get('action_space')}), not to "
+            f"this env's ({env.observation_space}, {env.action_space}); only the pairwise policy transfers "
+            f"to other scenarios")
+    return ours

@@ -378,6 +378,12 @@ class PairwisePPOPolicy(_PairwiseMixin, ActorCriticPolicy):
     """Plain-PPO policy with the pairwise scorer (masks applied inside the network from obs["action_mask"])."""
 
 
+def size_invariant(policy_class: Any) -> bool:
+    """Whether ``policy_class`` (a policy class, e.g. a saved model's) has no weight that depends on the window
+    size W, the destination count K or the GPUs per server, so its weights load onto any scenario's spaces."""
+    return isinstance(policy_class, type) and issubclass(policy_class, _PairwiseMixin)
+
+
 def overload_threshold(env: Any) -> float:
     """The overload threshold h_r of ``env``'s simulator (``sim={"overload_threshold": ...}``): a ClusterEnv,
     wrapped or not, or a vector env of them (SB3's or Gymnasium's)."""

@@ -469,7 +469,9 @@ def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
     if p["protocol"] is not None:
         from clustergym.eval import protocols
 
-        protocols.write_results(out, p["protocol"], runs, agg["long"], meta["command"], failed=list(res["failed"]))
+        missing = [r["key"] for r in runs if not (out / "runs" / f"{r['key']}.json").exists()]  # e.g. --report-only
+        protocols.write_results(out, p["protocol"], runs, agg["long"], meta["command"],
+                                failed=sorted(set(res["failed"]) | set(missing)), episodes=agg["episodes"])
         written = "protocol.json, protocol.md, " + written
     print(f"results in {out} ({time.perf_counter() - t0:.1f} s): {written}", file=sys.stderr)
     return 1 if res["failed"] else 0

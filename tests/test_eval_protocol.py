@@ -154,9 +154,12 @@ def test_protocols_name_registered_ids_held_out_windows_and_seeds_training_never
         for s in p.scenarios:
             assert s.env_id in SCENARIOS, (name, s.env_id)  # a renamed (re-versioned) id must be updated here
             assert s.env_id in text
-        runs = p.runs([specs.parse_policy("fifo")])
-        assert len(runs) == len(p.scenarios) * len(p.seeds)
+        policies = [specs.parse_policy("fifo")] + ([specs.parse_policy(f"{p.subject}=mlf-h")] if p.subject else [])
+        runs = p.runs(policies)
+        assert len(runs) == len(policies) * sum(len(p.seeds_of(s)) for s in p.scenarios)
         assert {r["env_kwargs"]["split"] for r in runs} == {"test"}
+        for s in p.scenarios:  # each scenario plays its own seeds, else the protocol's
+            assert {r["seed"] for r in runs if r["scenario"] == s.label} == set(p.seeds_of(s)), (name, s.label)
     with pytest.raises(specs.SweepSpecError, match="unknown protocol 'nope'; known: core-v1"):
         protocols.get("nope")
 
