@@ -1,12 +1,14 @@
 """Environment throughput: steps/s with random valid actions (and a greedy place-first policy), one core.
 
     .venv/bin/python eval/bench_env.py [--steps 20000] [--ids clustergym/GPUCluster-v1 clustergym/MLFS2474-v1]
-                                       [--breakdown] [--out rows.json] [--no-progress]
+                                       [--breakdown] [--cpu-repeat R] [--out rows.json] [--no-progress]
 
 Observation building, masks and the simulator are all included; the first reset (trace loading) is not timed.
 ``--breakdown`` runs each case a second time with timers around the parts of a step (CPU time of this
 thread, so other processes on the machine do not inflate it): the simulator's commands and its advance to
-the next decision point, the window/destination/mask build, and the observation arrays.
+the next decision point, the window/destination/mask build, and the observation arrays. ``--cpu-repeat R``
+replays each case's first ``--steps`` steps R times and reports the min and median thread CPU per step: the
+measure for an A/B of two versions of the code on a loaded machine.
 """
 from __future__ import annotations
 
@@ -115,11 +117,36 @@ def breakdown(env_id: str, steps: int, policy, seed: int = 0) -> dict:
     return {"id": env_id, "policy": policy.__name__, "us_per_step": out}
 
 
+def cpu_replay(env_id: str, steps: int, policy, seed: int = 0, repeats: int = 3) -> dict:
+    """Thread CPU time per step of the same seeded episode's first ``steps`` steps, replayed ``repeats`` times
+    in one env after a warm-up replay: min and median over the replays. CPU time of one thread, and the same
+    work each time, so two versions of the code can be compared on a machine whose load drifts (alternate
+    them, and compare minima)."""
+    env = gym.make(env_id)
+    u = env.unwrapped
+    times = []
+    for rep in range(repeats + 1):
+        env.reset(seed=seed)
+        rng = np.random.default_rng(seed)
+        t0 = time.thread_time()
+        for _ in range(steps):
+            _, _, te, tr, _ = env.step(policy(u, rng))
+            if te or tr:
+                env.reset()
+        if rep:  # the first replay warms caches and compiled code
+            times.append((time.thread_time() - t0) * 1e6 / steps)
+    times.sort()
+    return {"id": env_id, "policy": policy.__name__, "replays": repeats, "cpu_us_per_step_min": round(times[0], 1),
+            "cpu_us_per_step_median": round(times[len(times) // 2], 1)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--ids", nargs="+", default=["clustergym/GPUCluster-v1", "clustergym/MLFS2474-v1"])
     ap.add_argument("--breakdown", action="store_true", help="also time the parts of a step (second run)")
+    ap.add_argument("--cpu-repeat", type=int, default=0, metavar="R",
+                    help="also replay each case's first --steps steps R times and report min/median thread CPU per step")
     ap.add_argument("--out", default=None, help="also write the rows to this JSON file")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar (stderr)")
     args = ap.parse_args()
@@ -134,6 +161,9 @@ def main() -> None:
         tqdm.write(str(rows[-1]))
         if args.breakdown:
             rows.append(breakdown(env_id, args.steps, pol))
+            tqdm.write(str(rows[-1]))
+        if args.cpu_repeat:
+            rows.append(cpu_replay(env_id, args.steps, pol, repeats=args.cpu_repeat))
             tqdm.write(str(rows[-1]))
     report_results(rows, args.out, "bench_env")
 
