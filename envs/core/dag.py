@@ -201,7 +201,6 @@ class JobGraph:
     ring_b: np.ndarray
     ring_mb: float
     n_replicas: int
-    n_tasks: int
 
 
 def link_volumes(spec: JobSpec) -> tuple[float, float, float]:
@@ -227,7 +226,7 @@ def job_graph(tasks: list[TaskTemplate], spec: JobSpec) -> JobGraph:
     return JobGraph(_ints([t.index for t in workers]), _ints([t.replica for t in workers]),
                     _ints(np.cumsum([0] + [len(ps) for ps in parents])), _ints([p for ps in parents for p in ps]),
                     worker_mb, spec.sync == "ps", ps_mb, _ints([a for a, _ in ring]), _ints([b for _, b in ring]),
-                    ring_mb, spec.n_replicas, len(tasks))
+                    ring_mb, spec.n_replicas)
 
 
 def _ints(values) -> np.ndarray:

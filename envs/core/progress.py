@@ -34,8 +34,8 @@ _NO_TRAFFIC = (0.0, {}, frozenset())
 class Pace:
     """The progress layer's private state of one job (``job._pace``); nothing else reads it."""
 
-    __slots__ = ("graph", "plan", "nic_key", "unit_compute", "slots", "servers", "gpus", "slow_key", "iter_times",
-                 "cross", "cross_total", "cross_servers", "scheduled")
+    __slots__ = ("graph", "plan", "nic_key", "unit_compute", "slots", "slow_key", "iter_times", "cross",
+                 "cross_total", "cross_servers", "scheduled")
 
     def __init__(self, n_tasks: int) -> None:
         self.graph = None  # dag.JobGraph (placement-independent), built at the first full placement
@@ -45,8 +45,6 @@ class Pace:
         # per task, while it is placed: compute share x iteration time on its GPU, and its (server, GPU)
         self.unit_compute = [0.0] * n_tasks
         self.slots = [(-1, -1)] * n_tasks
-        self.servers = np.full(n_tasks, -1, dtype=np.int64)  # the same slots as the kernels' arrays
-        self.gpus = np.full(n_tasks, -1, dtype=np.int64)
         self.slow_key: tuple | None = None  # contention factors the current rate was computed with
         self.iter_times: dict = {}  # slow_key -> iteration time, for the current plan
         self.cross: dict = {}  # {(server a, server b): MB per iteration} of the current plan while running
@@ -67,8 +65,6 @@ def on_attach(task: Task, server: int, gpu: int, gpu_type: str | None) -> None:
     p.unit_compute[t.index] = (t.compute_share * job.model.iter_time(gpu_type) * compute_factor(job.model, job.accum_steps)
                                if gpu >= 0 else 0.0)
     p.slots[t.index] = (server, gpu)
-    p.servers[t.index] = server
-    p.gpus[t.index] = gpu
     p.plan = None
 
 
@@ -123,7 +119,8 @@ def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int],
         if plan is None:
             if p.graph is None:
                 p.graph = job_graph([t.t for t in job.tasks], job.spec)
-            p.plan = plan = link_plan(p.graph, p.servers, p.gpus)
+            slots = np.array(p.slots, dtype=np.int64)  # (server, GPU) per task, as the kernels read them
+            p.plan = plan = link_plan(p.graph, slots[:, 0], slots[:, 1])
             p.nic_key = None  # not yet timed
         # the NIC shares of its cross-server links (most jobs have none: nothing to share)
         key = nic_sharing(plan.cross_order, old_servers, flows) if plan.cross_order else ()
@@ -158,7 +155,7 @@ def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int],
 
 
 def nic_sharing(servers: tuple[int, ...], registered: frozenset, flows: list[int]) -> tuple:
-    """((server, n), ...) in server order for the ``servers`` (in server order) whose NIC this job shares with others: n = the
+    """((server, n), ...) for the ``servers`` (in server order) whose NIC this job shares with others: n = the
     jobs crossing it with this one counted (``flows`` counts the job only at the servers it is
     ``registered`` at), kept where n > 1. The empty tuple: every NIC is the job's alone."""
     key = []
