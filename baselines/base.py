@@ -294,10 +294,9 @@ def keep_ps_with_workers(view: ClusterView, task: Task, order: list[int], mode: 
     for t in workers:
         if t.state == TaskState.RUNNING:
             room[t.server] = True
-    waiting = next((t for t in workers if t.state == TaskState.WAITING), None)
     if planned is not None:
         room[list(planned.values())] = True
-    elif waiting is not None:
+    elif (waiting := next((t for t in workers if t.state == TaskState.WAITING), None)) is not None:
         room |= server_mask(view, waiting, mode, h)
     best, best_n = order[0], 0
     for s in order:

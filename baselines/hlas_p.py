@@ -34,7 +34,7 @@ import numpy as np
 from clustergym.core.job import Job
 from clustergym.core.view import ClusterView
 
-from .hlas import HLAS, hlas_order_key
+from .hlas import HLAS
 
 
 @dataclass
@@ -80,5 +80,4 @@ class HLASP(HLAS):
     def rank(self, view: ClusterView, job: Job) -> tuple:
         """(queue by H, sub-queue q^1 before q^2, R^p descending in q^1, then FIFO)."""
         left = max(0.0, self.predicted(view, job) - view.iters(job))
-        queue = hlas_order_key(self.service(view, job), 0, self.thresholds)[0]
-        return (queue, left <= 0.0, -left, job.spec.submit_time, job.jid)
+        return (super().rank(view, job)[0], left <= 0.0, -left, job.spec.submit_time, job.jid)

@@ -87,10 +87,12 @@ class Profiler:
 
     def settle(self, view: ClusterView) -> None:
         """Turn every stint that has ended by now into the job's :class:`Profile`."""
+        active = None
         for jid, (servers, per, end) in list(self.stints.items()):
             if end <= view.now + 1e-9:
                 del self.stints[jid]
-                if any(j.jid == jid for j in view.active_jobs()):
+                active = {j.jid for j in view.active_jobs()} if active is None else active
+                if jid in active:
                     self.done[jid] = measure(view, view.job(jid), servers, per, end)
 
     def start(self, view: ClusterView, job: Job, node_gpus: int) -> bool:

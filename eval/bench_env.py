@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter
+from statistics import median
 from contextlib import contextmanager
 
 import gymnasium as gym
@@ -45,26 +46,30 @@ def random_valid(u, rng):
     return int(valid[rng.integers(len(valid))])
 
 
-def bench(env_id: str, steps: int, policy, seed: int = 0, **kw) -> dict:
-    env = gym.make(env_id, **kw)
+def play(env, steps: int, policy, rng) -> tuple[int, float]:
+    """``steps`` steps of ``policy`` on ``env``, resetting whenever an episode ends; returns (episodes ended,
+    seconds spent in those resets)."""
     u = env.unwrapped
-    env.reset(seed=seed)
-    rng = np.random.default_rng(seed)
-    n = eps = 0
-    t_reset = 0.0
-    t0 = time.perf_counter()
-    while n < steps:
+    eps, t_reset = 0, 0.0
+    for _ in range(steps):
         _, _, te, tr, _ = env.step(policy(u, rng))
-        n += 1
         if te or tr:
             eps += 1
             t1 = time.perf_counter()
             env.reset()
             t_reset += time.perf_counter() - t1
+    return eps, t_reset
+
+
+def bench(env_id: str, steps: int, policy, seed: int = 0, **kw) -> dict:
+    env = gym.make(env_id, **kw)
+    env.reset(seed=seed)
+    t0 = time.perf_counter()
+    eps, t_reset = play(env, steps, policy, np.random.default_rng(seed))
     dt = time.perf_counter() - t0
-    return {"id": env_id, "policy": policy.__name__, "steps": n, "seconds": round(dt, 2),
-            "steps_per_s": round(n / dt), "steps_per_s_excl_reset": round(n / max(1e-9, dt - t_reset)),
-            "episodes_ended": eps, "sim_time_h": round(u.sim.now / 3600, 2)}
+    return {"id": env_id, "policy": policy.__name__, "steps": steps, "seconds": round(dt, 2),
+            "steps_per_s": round(steps / dt), "steps_per_s_excl_reset": round(steps / max(1e-9, dt - t_reset)),
+            "episodes_ended": eps, "sim_time_h": round(env.unwrapped.sim.now / 3600, 2)}
 
 
 # (owner, method, part of a step): the simulator's work, then the env's two layers on top of it
@@ -117,27 +122,21 @@ def breakdown(env_id: str, steps: int, policy, seed: int = 0) -> dict:
     return {"id": env_id, "policy": policy.__name__, "us_per_step": out}
 
 
-def cpu_replay(env_id: str, steps: int, policy, seed: int = 0, repeats: int = 3) -> dict:
+def cpu_replay(env_id: str, steps: int, policy, repeats: int = 3) -> dict:
     """Thread CPU time per step of the same seeded episode's first ``steps`` steps, replayed ``repeats`` times
     in one env after a warm-up replay: min and median over the replays. CPU time of one thread, and the same
     work each time, so two versions of the code can be compared on a machine whose load drifts (alternate
     them, and compare minima)."""
     env = gym.make(env_id)
-    u = env.unwrapped
     times = []
     for rep in range(repeats + 1):
-        env.reset(seed=seed)
-        rng = np.random.default_rng(seed)
+        env.reset(seed=0)
         t0 = time.thread_time()
-        for _ in range(steps):
-            _, _, te, tr, _ = env.step(policy(u, rng))
-            if te or tr:
-                env.reset()
+        play(env, steps, policy, np.random.default_rng(0))
         if rep:  # the first replay warms caches and compiled code
             times.append((time.thread_time() - t0) * 1e6 / steps)
-    times.sort()
-    return {"id": env_id, "policy": policy.__name__, "replays": repeats, "cpu_us_per_step_min": round(times[0], 1),
-            "cpu_us_per_step_median": round(times[len(times) // 2], 1)}
+    return {"id": env_id, "policy": policy.__name__, "replays": repeats, "cpu_us_per_step_min": round(min(times), 1),
+            "cpu_us_per_step_median": round(median(times), 1)}
 
 
 def main() -> None:

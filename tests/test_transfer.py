@@ -84,7 +84,9 @@ def test_the_paired_table_is_the_subject_minus_each_policy_on_the_same_window(tm
     rows = pd.DataFrame(doc["paired"])
     assert set(rows["scenario"]) == {"contended80-philly", "hare160-contended"} and doc["unpaired_scenarios"] == []
     assert set(rows["vs"]) == {"mlf-h", "mlfs-h+c"} and (rows["n"] == 2).all()
-    for r in rows[rows["metric"] == "mean_jct_censored"].to_dict("records"):
+    checked = rows[rows["metric"] == "mean_jct_censored"]
+    assert len(checked) == 4  # 2 scenarios x 2 policies: the loop below has rows to check
+    for r in checked.to_dict("records"):
         by = ep[ep["scenario"] == r["scenario"]].set_index(["policy", "seed"])["mean_jct_censored"]
         d = [by[("agent", s)] - by[(r["vs"], s)] for s in (30_000, 30_001)]
         assert r["mean_diff"] == pytest.approx(np.mean(d))

@@ -109,10 +109,9 @@ def test_the_estimator_uses_the_profiled_two_gpu_values_not_the_true_ones():
     assert m.t_sr == pytest.approx(checkpoint_s(SimConfig(**CONFIG), 2)) != checkpoint_s(SimConfig(**CONFIG), 8)
     # Eq. 2 extrapolates the 2-GPU measurement; the true 8-GPU time on 2 nodes differs
     est = iteration_time(m.t_comp, 0.0, m.t_inter, 8, 2)
-    true = reference_iteration_time(models("toy"), 1, 8, gpu_type="V100", gpus_per_server=4, **ref)
-    assert abs(est - true) > 1e-3
     mj = pol.milp_job(view, j)
-    t_sr = m.t_sr if j.record.first_start < 0 else checkpoint_s(SimConfig(**CONFIG), 8)
+    assert j.record.first_start < 0  # not yet run on its own GPUs: Eq. 3 uses the t^sr measured on 2
+    t_sr = m.t_sr
     n = view.remaining_iters(j)
     assert mj.leases >= 1 and mj.be_value == pytest.approx(0.99 / mj.leases)
     assert mj.leases * 300.0 >= n * est  # its leases cover the estimated run time (Eq. 1)
