@@ -296,28 +296,19 @@ def results_page(doc: dict, long) -> str:
     return "\n".join(lines)
 
 
-def _scaled(v: float | None, k: float) -> float | None:
-    """``v`` times ``k``; None (a JSON NaN: no interval from one window) stays None."""
-    return None if v is None else v * k
-
-
 def paired_page_table(rows: Sequence[dict]) -> str:
     """The paired rows of :func:`paired_results` as a Markdown table, each metric in the unit of
-    :data:`TABLE_COLUMNS`."""
+    :data:`TABLE_COLUMNS`, its cells as :func:`clustergym.eval.stats.paired_cells` formats them."""
     import pandas as pd
 
-    from .stats import fmt_num, to_markdown
+    from .stats import PAIRED_COLUMNS, paired_cells, to_markdown
 
     units = {m: (h, k) for m, h, k in TABLE_COLUMNS}
     table = []
     for r in rows:
         heading, k = units.get(r["metric"], (r["metric"], 1.0))
-        table.append({"scenario": r["scenario"], "vs": r["vs"], "metric": heading,
-                      "difference": fmt_num(_scaled(r["mean_diff"], k)),
-                      "95 % interval": f"[{fmt_num(_scaled(r['ci95_low'], k))}, {fmt_num(_scaled(r['ci95_high'], k))}]",
-                      "better/equal/worse": f"{r['better']}/{r['equal']}/{r['worse']}", "n": r["n"]})
-    return to_markdown(pd.DataFrame(table, columns=["scenario", "vs", "metric", "difference", "95 % interval",
-                                                    "better/equal/worse", "n"]))
+        table.append({"scenario": r["scenario"], "vs": r["vs"], "metric": heading, **paired_cells(r, k), "n": r["n"]})
+    return to_markdown(pd.DataFrame(table, columns=["scenario", "vs", "metric", *PAIRED_COLUMNS, "n"]))
 
 
 def results_table(long, proto: dict) -> str:
