@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -61,6 +63,18 @@ def test_an_mlp_agent_on_another_scenarios_spaces_is_a_named_error(tmp_path):
                                              r"policy transfers"):
         _load(saved, make_env(*OTHER))
     assert _load(saved, make_env(*TRAINED_ON)).observation_space == make_env(*TRAINED_ON).observation_space
+
+
+def test_the_model_file_is_read_once_and_a_damaged_one_is_named_in_the_error(tmp_path, monkeypatch):
+    saved = _save_agent(tmp_path / "agent.zip")
+    reads = []
+    read_bytes = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: reads.append(self) or read_bytes(self))
+    _load(saved, make_env(*OTHER))  # the space check and the load share one read
+    assert reads == [saved]
+    (tmp_path / "bad.zip").write_bytes(b"not a zip")
+    with pytest.raises(AgentLoadError, match=re.escape(f"Error: the file {tmp_path / 'bad.zip'} wasn't a zip-file")):
+        _load(tmp_path / "bad.zip", make_env(*OTHER))
 
 
 def _main(out, *args):
