@@ -125,6 +125,22 @@ def test_a_checkpoint_path_plays_the_transfer_protocol_on_other_spaces(tmp_path)
     assert len(agent) == 4 and (agent["agent_steps"] <= 1_000).all()
 
 
+def test_a_protocol_sweep_lists_a_run_that_failed_as_failed(tmp_path, monkeypatch):
+    run_one, failed = compare.run_one, []
+
+    def first_fails(run, out_dir):
+        if not failed:
+            failed.append(run["key"])
+            raise RuntimeError("injected")
+        return run_one(run, out_dir)
+
+    monkeypatch.setattr(compare, "run_one", first_fails)
+    out = tmp_path / "out"
+    assert _main(out, "--protocol", "transfer-smoke-v1", "--policies", "agent=fifo", "mlf-h") == 1
+    doc = json.loads((out / "protocol.json").read_text())
+    assert not doc["complete"] and doc["failed_runs"] == failed
+
+
 def test_a_protocol_reaggregated_with_runs_missing_says_it_is_incomplete(tmp_path):
     out = tmp_path / "out"
     assert _main(out, "--protocol", "transfer-smoke-v1", "--policies", "agent=fifo", "mlf-h") == 0
