@@ -29,12 +29,15 @@ import os
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from clustergym.scenarios import CONTENDED_DEFAULT
 
 from .files import atomic_write_text
 from .specs import SweepSpecError, check_collisions, code_version, git_state, make_runs
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The registered scenarios the protocols use, in one place: a protocol label -> the env id it was defined on.
 SCENARIO_IDS: dict[str, str] = {
@@ -219,16 +222,15 @@ def _cpu_model() -> str:
 
 
 def write_results(out_dir: str | os.PathLike, p: Protocol, runs: Sequence[dict], long, command: str,
-                  failed: Sequence[str] = (), episodes=None) -> tuple[Path, Path]:
+                  failed: Sequence[str] = (), *, episodes: pd.DataFrame) -> tuple[Path, Path]:
     """``protocol.json`` and ``protocol.md`` in ``out_dir`` from the sweep's long summary (one row per
     scenario, policy and metric, :func:`clustergym.eval.stats.summarize`) and, for a protocol with a subject,
-    the paired comparison of its ``episodes`` (:func:`paired_results`); returns their paths."""
+    the paired comparison of its ``episodes`` (one row per run, :func:`paired_results`); returns their paths."""
     env_ids = {s.label: s.env_id for s in p.scenarios}
     policies = {r["policy"]: r["identity"]["policy"] for r in runs}  # the identity each run was played with
     rows = [{"env_id": env_ids.get(r["scenario"]), **{k: _plain(v) for k, v in r.items()}}
             for r in long.to_dict("records")]
-    paired = (paired_results(episodes, p.subject) if p.subject is not None and episodes is not None
-              else {"rows": [], "unpaired": []})
+    paired = paired_results(episodes, p.subject) if p.subject is not None else {"rows": [], "unpaired": []}
     doc = {"protocol": p.definition(), "policies": policies, "provenance": provenance(), "command": command,
            "complete": not failed, "failed_runs": sorted(failed), "results": rows,
            "paired": [{k: _plain(v) for k, v in r.items()} for r in paired["rows"]],
