@@ -14,8 +14,10 @@ tied to the sizes, so it stops with :class:`AgentLoadError` naming both spaces.
 """
 from __future__ import annotations
 
+import io
 import os
 import warnings
+import zipfile
 from pathlib import Path
 
 import yaml
@@ -74,26 +76,41 @@ def load_agent(path: str | os.PathLike, env=None, device: str = "cpu", algo: str
         cfg = run_config(p)
         algo = (cfg or {}).get("algo")
     tries = [algo] if algo else ["maskable", "ppo"]
-    spaces = _spaces_of(env, p) if env is not None else None
+    blob = p.read_bytes()  # read once: the space check and every algorithm tried unpack it from memory
+    spaces = _spaces_of(env, blob, p) if env is not None else None
     err = None
     for a in tries:
         try:
-            return _algo_class(a).load(str(p), env=env, device=device, custom_objects=spaces)
+            return _algo_class(a).load(_ModelBytes(blob, p), env=env, device=device, custom_objects=spaces)
         except Exception as e:  # noqa: BLE001 - try the next algorithm
             err = e
     raise AgentLoadError(f"could not load {p} as {' or '.join(tries)}: {type(err).__name__}: {err}") from err
 
 
-def _spaces_of(env, path: Path) -> dict | None:
-    """SB3 ``custom_objects`` that load the agent at ``path`` onto ``env``'s observation and action spaces when
-    they differ from the saved ones and its policy is size-invariant (pairwise); None when they are equal or the
-    file cannot be read (loading then reports the file). A size-tied policy on other spaces: AgentLoadError."""
-    from stable_baselines3.common.save_util import load_from_zip_file
+class _ModelBytes(io.BytesIO):
+    """A model file's bytes as SB3 loads them, shown as the file's path (SB3's errors name what they load)."""
+
+    def __init__(self, blob: bytes, path: Path) -> None:
+        super().__init__(blob)
+        self.path = path
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
+def _spaces_of(env, blob: bytes, path: Path) -> dict | None:
+    """SB3 ``custom_objects`` that load the agent saved as ``blob`` (the bytes of the zip at ``path``) onto ``env``'s
+    observation and action spaces when they differ from the saved ones and its policy is size-invariant
+    (pairwise); None when they are equal or the saved spaces cannot be read (loading then reports the file). A
+    size-tied policy on other spaces: AgentLoadError. Reads only the zip's ``data`` entry (spaces and policy
+    class), not the weights."""
+    from stable_baselines3.common.save_util import json_to_data
 
     from clustergym.agents.policies import size_invariant
 
     try:
-        data, _, _ = load_from_zip_file(path, device="cpu")
+        with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+            data = json_to_data(archive.read("data").decode())
     except Exception:  # noqa: BLE001 - an unreadable file is reported by the load itself
         return None
     ours = {"observation_space": env.observation_space, "action_space": env.action_space}

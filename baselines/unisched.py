@@ -198,12 +198,11 @@ class UniSched(Policy):
         active = sorted((j for j in view.active_jobs() if self.profiler.state(j.jid) != "profiling"),
                         key=lambda j: (not j.spec.has_slo, j.n_placed == 0, j.spec.submit_time, j.jid))
         jobs = [self.milp_job(view, j) for j in active[: self.max_jobs]]
-        reserved = self.profiler.reserved()
         free = [0] * (self._top + 1)
-        for s in range(view.n_servers):
-            for g, c in enumerate(cells_of(int(view.idle_gpus[s]) - reserved.get(s, 0), self._top)):
+        for n_free in self.profiler.free_gpus(view).values():
+            for g, c in enumerate(cells_of(n_free, self._top)):
                 free[g] += c
-        total = view.n_gpus - sum(reserved.values())
+        total = view.n_gpus - sum(self.profiler.reserved().values())
         plan, outcome = solve_plan(jobs, free, total, self.horizon_slots, self.time_limit_s)
         if plan is None:
             plan = self._fallback(jobs, total)
@@ -241,11 +240,11 @@ class UniSched(Policy):
         """The gang guard, with the profiling stints' GPUs counted as taken (the simulator sees them idle)."""
         if not super().fits(view, job, mode, servers):
             return False
-        reserved = self.profiler.reserved()
-        if job.n_placed > 0 or not reserved:
+        if job.n_placed > 0 or not self.profiler.stints:
             return True
         need = sum(1 for t in job.tasks if t.state == TaskState.WAITING and not t.is_ps)
-        return sum(max(0, int(view.idle_gpus[s]) - reserved.get(int(s), 0)) for s in servers) >= need
+        free = self.profiler.free_gpus(view)
+        return sum(free[int(s)] for s in servers) >= need
 
     def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
         if not view.active_jobs():
@@ -262,15 +261,14 @@ class UniSched(Policy):
         def key(job: Job) -> tuple:
             return (not job.spec.has_slo, job.spec.deadline if job.spec.has_slo else view.remaining_time(job))
 
-        reserved = self.profiler.reserved()
-
         def order(v: ClusterView, task, mask):
             servers = (spread_order if task.job.jid in self._spread else consolidated_order)(v, task, mask)
             # a profiling stint's GPUs look idle to the simulator: no worker goes on them, and a PS only where a
             # waiting worker of its job still can (keep_ps_with_workers's dry run does not see the stints)
             if task.is_ps and not any(t.state == TaskState.WAITING and not t.is_ps for t in task.job.tasks):
                 return servers
-            return [s for s in servers if int(v.idle_gpus[s]) > reserved.get(s, 0)]
+            free = self.profiler.free_gpus(v)  # read per task: each placement of this round takes an idle GPU
+            return [s for s in servers if free[s] > 0]
 
         yield from self.job_first(view, Candidates(planned, cands.migrate, cands.servers, cands.can_preempt),
                                   key, "exclusive", order, True)

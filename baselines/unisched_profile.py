@@ -24,7 +24,9 @@ Our choices where the paper is silent:
 - **Profiling is overhead, not progress.** The paper changes the batch size while profiling and counts the
   profiling time in the JCT, so the job's iterations do not advance while it is profiled. The profiling GPUs
   are held in this ledger, not by the simulator: UniSched places nothing on them until the stint ends (no other
-  scheduler shares the cluster), and the simulator's utilisation counts them idle.
+  scheduler shares the cluster), and the simulator's utilisation counts them idle. Every decision that needs
+  free GPUs (a stint's servers, the MILP's free cells, the gang guard, the servers a worker may take) reads
+  them from :meth:`Profiler.free_gpus`.
 - **Server choice.** Best fit: the server(s) with the fewest free GPUs that hold the stint, ties by index.
 """
 from __future__ import annotations
@@ -85,6 +87,11 @@ class Profiler:
                 out[s] = out.get(s, 0) + per
         return out
 
+    def free_gpus(self, view: ClusterView) -> dict[int, int]:
+        """Idle GPUs per server that no running stint holds (the simulator counts a stint's GPUs idle)."""
+        reserved = self.reserved()
+        return {s: max(0, int(view.idle_gpus[s]) - reserved.get(s, 0)) for s in range(view.n_servers)}
+
     def settle(self, view: ClusterView) -> None:
         """Turn every stint that has ended by now into the job's :class:`Profile`."""
         active = None
@@ -99,9 +106,7 @@ class Profiler:
         """Start the job's stint on the best-fit free GPUs (module docstring); False if none hold it now."""
         n, spans = stint_layout(job.spec.n_gpus, node_gpus)
         per = n // spans
-        reserved = self.reserved()
-        free = {s: int(view.idle_gpus[s]) - reserved.get(s, 0) for s in range(view.n_servers)}
-        fits = sorted((free[s], s) for s in free if free[s] >= per)
+        fits = sorted((n_free, s) for s, n_free in self.free_gpus(view).items() if n_free >= per)
         if len(fits) < spans:
             return False
         servers = tuple(sorted(s for _, s in fits[:spans]))

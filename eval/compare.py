@@ -469,9 +469,11 @@ def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
     if p["protocol"] is not None:
         from clustergym.eval import protocols
 
-        missing = [r["key"] for r in runs if not (out / "runs" / f"{r['key']}.json").exists()]  # e.g. --report-only
-        protocols.write_results(out, p["protocol"], runs, agg["long"], meta["command"],
-                                failed=sorted(set(res["failed"]) | set(missing)), episodes=agg["episodes"])
+        # a run's json is the last file it writes, so the runs without one are those that failed and those never
+        # run (e.g. --report-only)
+        missing = [r["key"] for r in runs if not (out / "runs" / f"{r['key']}.json").exists()]
+        protocols.write_results(out, p["protocol"], runs, agg["long"], meta["command"], failed=missing,
+                                episodes=agg["episodes"])
         written = "protocol.json, protocol.md, " + written
     print(f"results in {out} ({time.perf_counter() - t0:.1f} s): {written}", file=sys.stderr)
     return 1 if res["failed"] else 0

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import matplotlib
 
@@ -209,6 +209,21 @@ def _load_axis(ax, xs: Sequence[float], label: str) -> None:
     ax.grid(alpha=0.3)
 
 
+def _interval_lines(ax, g, metric: str, x: str, k: float, order: Sequence[str], sty: dict,
+                    place: Callable) -> None:
+    """One line per policy of ``order`` that has rows in ``g`` (columns policy, ``x``, mean, ci_lo, ci_hi): its
+    means times ``k`` in ``x`` order with their intervals clipped to ``metric``'s range (:func:`clipped_errors`),
+    drawn at ``place(i, policy, x values)`` (``i`` its position in ``order``: the sideways shift of each figure).
+    The one drawing rule of :func:`load_curves` and :func:`x_curves`."""
+    for i, p in enumerate(order):
+        gp = g[g["policy"] == p].sort_values(x)
+        if gp.empty:
+            continue
+        y = gp["mean"].to_numpy(float)
+        err = clipped_errors(metric, y, gp["ci_lo"].to_numpy(float), gp["ci_hi"].to_numpy(float))
+        ax.errorbar(place(i, p, gp[x]), y * k, yerr=err * k, label=p, ms=3, lw=1, capsize=2, alpha=0.85, **sty[p])
+
+
 def load_curves(load_long, base: str, path: Path, order: Sequence[str], panels=PANELS) -> Path | None:
     d = load_long[load_long["scenario_base"] == base]
     panels = [p for p in panels if p[0] in set(d["metric"])]
@@ -219,14 +234,7 @@ def load_curves(load_long, base: str, path: Path, order: Sequence[str], panels=P
     xs = sorted(d["load"].unique())
     for ax, (m, title, unit) in zip(axes.flat, panels):
         label, k = _panel_unit(d, m, unit)
-        g = d[d["metric"] == m]
-        for p in order:
-            gp = g[g["policy"] == p].sort_values("load")
-            if gp.empty:
-                continue
-            y = gp["mean"].to_numpy(float)
-            err = clipped_errors(m, y, gp["ci_lo"].to_numpy(float), gp["ci_hi"].to_numpy(float))
-            ax.errorbar(gp["load"] * shift[p], y * k, yerr=err * k, label=p, ms=3, lw=1, capsize=2, alpha=0.85, **sty[p])
+        _interval_lines(ax, d[d["metric"] == m], m, "load", k, order, sty, lambda i, p, x: x * shift[p])
         _load_axis(ax, xs, "load factor x (jobs per window × x)")
         _style_panel(ax, m, _panel_title(title, label))
     return _finish_panels(fig, axes, len(panels), f"{base}: metrics over load (mean ± 95% t-interval, clipped to "
@@ -277,14 +285,7 @@ def x_curves(panels, x_label: str, title: str, path: Path, order: Sequence[str])
         xs = sorted(d["x"].unique())
         step = 0.015 * (max(xs) - min(xs) if len(xs) > 1 else 1.0)
         label, k = _panel_unit(d.assign(metric=metric), metric, unit)
-        for i, p in enumerate(order):
-            g = d[d["policy"] == p].sort_values("x")
-            if g.empty:
-                continue
-            y = g["mean"].to_numpy(float)
-            err = clipped_errors(metric, y, g["ci_lo"].to_numpy(float), g["ci_hi"].to_numpy(float))
-            ax.errorbar(g["x"] + step * (i - (len(order) - 1) / 2), y * k, yerr=err * k, label=p, ms=3, lw=1,
-                        capsize=2, alpha=0.85, **sty[p])
+        _interval_lines(ax, d, metric, "x", k, order, sty, lambda i, p, x: x + step * (i - (len(order) - 1) / 2))
         if metric.startswith("rel_"):
             ax.axhline(0, color="k", lw=0.8)
         ax.set_xticks(xs)

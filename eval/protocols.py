@@ -29,12 +29,15 @@ import os
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from clustergym.scenarios import CONTENDED_DEFAULT
 
 from .files import atomic_write_text
 from .specs import SweepSpecError, check_collisions, code_version, git_state, make_runs
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The registered scenarios the protocols use, in one place: a protocol label -> the env id it was defined on.
 SCENARIO_IDS: dict[str, str] = {
@@ -219,16 +222,15 @@ def _cpu_model() -> str:
 
 
 def write_results(out_dir: str | os.PathLike, p: Protocol, runs: Sequence[dict], long, command: str,
-                  failed: Sequence[str] = (), episodes=None) -> tuple[Path, Path]:
+                  failed: Sequence[str] = (), *, episodes: pd.DataFrame) -> tuple[Path, Path]:
     """``protocol.json`` and ``protocol.md`` in ``out_dir`` from the sweep's long summary (one row per
     scenario, policy and metric, :func:`clustergym.eval.stats.summarize`) and, for a protocol with a subject,
-    the paired comparison of its ``episodes`` (:func:`paired_results`); returns their paths."""
+    the paired comparison of its ``episodes`` (one row per run, :func:`paired_results`); returns their paths."""
     env_ids = {s.label: s.env_id for s in p.scenarios}
     policies = {r["policy"]: r["identity"]["policy"] for r in runs}  # the identity each run was played with
     rows = [{"env_id": env_ids.get(r["scenario"]), **{k: _plain(v) for k, v in r.items()}}
             for r in long.to_dict("records")]
-    paired = (paired_results(episodes, p.subject) if p.subject is not None and episodes is not None
-              else {"rows": [], "unpaired": []})
+    paired = paired_results(episodes, p.subject) if p.subject is not None else {"rows": [], "unpaired": []}
     doc = {"protocol": p.definition(), "policies": policies, "provenance": provenance(), "command": command,
            "complete": not failed, "failed_runs": sorted(failed), "results": rows,
            "paired": [{k: _plain(v) for k, v in r.items()} for r in paired["rows"]],
@@ -296,28 +298,19 @@ def results_page(doc: dict, long) -> str:
     return "\n".join(lines)
 
 
-def _scaled(v: float | None, k: float) -> float | None:
-    """``v`` times ``k``; None (a JSON NaN: no interval from one window) stays None."""
-    return None if v is None else v * k
-
-
 def paired_page_table(rows: Sequence[dict]) -> str:
     """The paired rows of :func:`paired_results` as a Markdown table, each metric in the unit of
-    :data:`TABLE_COLUMNS`."""
+    :data:`TABLE_COLUMNS`, its cells as :func:`clustergym.eval.stats.paired_cells` formats them."""
     import pandas as pd
 
-    from .stats import fmt_num, to_markdown
+    from .stats import PAIRED_COLUMNS, paired_cells, to_markdown
 
     units = {m: (h, k) for m, h, k in TABLE_COLUMNS}
     table = []
     for r in rows:
         heading, k = units.get(r["metric"], (r["metric"], 1.0))
-        table.append({"scenario": r["scenario"], "vs": r["vs"], "metric": heading,
-                      "difference": fmt_num(_scaled(r["mean_diff"], k)),
-                      "95 % interval": f"[{fmt_num(_scaled(r['ci95_low'], k))}, {fmt_num(_scaled(r['ci95_high'], k))}]",
-                      "better/equal/worse": f"{r['better']}/{r['equal']}/{r['worse']}", "n": r["n"]})
-    return to_markdown(pd.DataFrame(table, columns=["scenario", "vs", "metric", "difference", "95 % interval",
-                                                    "better/equal/worse", "n"]))
+        table.append({"scenario": r["scenario"], "vs": r["vs"], "metric": heading, **paired_cells(r, k), "n": r["n"]})
+    return to_markdown(pd.DataFrame(table, columns=["scenario", "vs", "metric", *PAIRED_COLUMNS, "n"]))
 
 
 def results_table(long, proto: dict) -> str:

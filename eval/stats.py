@@ -366,8 +366,20 @@ def paired_table(by_policy: dict[str, Sequence[dict]], reference: str = "agent",
             worse = sum(direction(m) * x < -t for x, t in zip(d, tol))
             rows.append({"reference": reference, "vs": p, "metric": m, "mean_diff": mean, "ci95_low": lo,
                          "ci95_high": hi, "n": n, "better": better, "equal": n - better - worse, "worse": worse})
-            table.append({"vs": p, "metric": m, f"{reference} − vs": fmt_num(mean),
-                          "95 % interval": f"[{fmt_num(lo)}, {fmt_num(hi)}]",
-                          "better/equal/worse": f"{better}/{n - better - worse}/{worse}"})
-    return rows, to_markdown(pd.DataFrame(table, columns=["vs", "metric", f"{reference} − vs", "95 % interval",
-                                                          "better/equal/worse"]))
+            table.append({"vs": p, "metric": m, **paired_cells(rows[-1])})
+    table = pd.DataFrame(table, columns=["vs", "metric", *PAIRED_COLUMNS])
+    return rows, to_markdown(table.rename(columns={"difference": f"{reference} − vs"}))
+
+
+PAIRED_COLUMNS: tuple[str, ...] = ("difference", "95 % interval", "better/equal/worse")
+
+
+def paired_cells(row: dict, scale: float = 1.0) -> dict[str, str]:
+    """The :data:`PAIRED_COLUMNS` of one row of :func:`paired_table`, as its table and the protocol pages show
+    them: the mean difference and its 95 % interval times ``scale`` (a unit), and the better/equal/worse counts.
+    A missing value (None, a JSON NaN; or nan) shows as "–"."""
+    def num(v: float | None) -> str:
+        return fmt_num(None if v is None else v * scale)
+
+    return {"difference": num(row["mean_diff"]), "95 % interval": f"[{num(row['ci95_low'])}, {num(row['ci95_high'])}]",
+            "better/equal/worse": f"{row['better']}/{row['equal']}/{row['worse']}"}

@@ -84,6 +84,24 @@ def test_load_figure_uses_the_same_rule(tmp_path, figures):
     assert len(xs) == 2 and not np.allclose(xs["a"], xs["b"])
 
 
+def test_x_curves_draw_each_policy_in_x_order_shifted_sideways_with_clipped_intervals(tmp_path, figures):
+    # rows out of x order; policy b's interval leaves the feasible range (JCT below 0)
+    d = pd.DataFrame([{"policy": "b", "x": 2.0, "mean": 2 * H, "ci_lo": H, "ci_hi": 3 * H},
+                      {"policy": "a", "x": 2.0, "mean": 3 * H, "ci_lo": 2 * H, "ci_hi": 4 * H},
+                      {"policy": "b", "x": 1.0, "mean": H, "ci_lo": -H, "ci_hi": 2 * H},
+                      {"policy": "a", "x": 1.0, "mean": 2 * H, "ci_lo": H, "ci_hi": 3 * H}])
+    assert plots.x_curves([("mean_jct", "mean JCT", "h", d)], "xi", "t", tmp_path / "x.png", ["a", "b"]) is not None
+    (fig,) = figures
+    ax = _panel(fig, "mean JCT (h)")
+    lines = [c.lines[0] for c in ax.containers]
+    step = 0.015  # of the x range 1
+    assert [c.get_label() for c in ax.containers] == ["a", "b"]
+    assert list(lines[0].get_xdata()) == pytest.approx([1 - step / 2, 2 - step / 2])
+    assert list(lines[1].get_xdata()) == pytest.approx([1 + step / 2, 2 + step / 2])
+    assert list(lines[1].get_ydata()) == pytest.approx([1.0, 2.0])  # hours, in x order
+    assert _whiskers(ax)[2] == pytest.approx((0.0, 2.0))  # b at x=1: -1 h clipped to 0
+
+
 def test_identical_policies_get_distinct_styles(tmp_path, figures):
     jobs = pd.DataFrame({"scenario": "s", "policy": ["a"] * 5 + ["b"] * 5, "jct": [1, 2, 3, 4, 5] * 2})
     plots.jct_cdf(jobs, "s", tmp_path / "cdf.png", ["a", "b"])

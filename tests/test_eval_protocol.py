@@ -222,3 +222,17 @@ def test_an_rllib_checkpoint_plays_the_protocol_with_valid_actions(tmp_path):
     doc = json.loads((out / "protocol.json").read_text())
     assert doc["policies"]["rl"]["kind"] == "rllib" and doc["policies"]["rl"]["sha256"]
     assert doc["provenance"]["packages"]["ray"] and doc["complete"]
+
+
+def test_the_protocol_page_formats_paired_rows_as_paired_table_does_in_the_pages_units():
+    from clustergym.eval.stats import paired_table
+
+    from helpers import markdown_rows
+
+    rows, md = paired_table({"agent": [{"seed": 0, "mean_jct_censored": 9000.0}],
+                             "fifo": [{"seed": 0, "mean_jct_censored": 1800.0}]}, metrics=["mean_jct_censored"])
+    assert markdown_rows(md)[0][2] == "agent − vs"
+    assert markdown_rows(md)[1] == ["fifo", "mean_jct_censored", "7200", "[–, –]", "0/0/1"]  # seconds, one window
+    # the page: hours, and a JSON NaN (None) shows as "–" like a nan
+    page = protocols.paired_page_table([{"scenario": "s", **rows[0], "ci95_low": None, "ci95_high": 3 * 3600.0}])
+    assert markdown_rows(page)[1] == ["s", "fifo", "JCT censored (h)", "2.00", "[–, 3.00]", "0/0/1", "1"]

@@ -3,6 +3,7 @@ named experiments through eval/compare.py (core runs: files, resume, claims and 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +71,28 @@ def test_the_isolation_experiment_draws_its_paired_figure_from_run_files(tmp_pat
     assert (tmp_path / "figures" / figure).stat().st_size > 0
     assert any(f.name == figure for f in agg["figures"])
     assert all(row["measured"].endswith("(n=1)") for row in exp["claims"](agg))  # "–" where a pair had no data
+
+
+def test_the_xi_figures_paired_panel_is_each_policy_against_exclusive_on_the_same_xi_and_seed(monkeypatch):
+    import numpy as np
+    import pandas as pd
+
+    from clustergym.eval import plots
+    from clustergym.eval.experiment_kit import paired_rel
+    from clustergym.eval.experiments_sjfbsbf import EXCLUSIVE, XI_POLICIES, _xi_figure
+
+    rng = np.random.default_rng(0)
+    ep = pd.DataFrame([{"scenario": f"xi{x:g}", "interference_xi": x, "policy": p, "seed": s,
+                        "mean_jct": float(rng.uniform(1000, 5000))}
+                       for x in (1.0, 2.0) for p in XI_POLICIES for s in range(4)])
+    drawn = {}
+    monkeypatch.setattr(plots, "x_curves", lambda panels, *a, **k: drawn.update({p[0]: p[3] for p in panels}))
+    _xi_figure(ep, Path("."), list(XI_POLICIES))
+    rel = drawn["rel_mean_jct"].set_index(["policy", "x"])
+    assert sorted(rel.index) == sorted((p, x) for p in XI_POLICIES[:-1] for x in (1.0, 2.0))
+    for (p, x), r in rel.iterrows():
+        m, lo, hi, _ = paired_rel(ep, p, EXCLUSIVE, "mean_jct", where=lambda d, x=x: d["interference_xi"] == x)
+        assert (r["mean"], r["ci_lo"], r["ci_hi"]) == pytest.approx((m, lo, hi), rel=1e-12)
+    means = drawn["mean_jct"].set_index(["policy", "x"])["mean"]
+    exclusive = ep[(ep["policy"] == EXCLUSIVE) & (ep["interference_xi"] == 2.0)]
+    assert means[(EXCLUSIVE, 2.0)] == pytest.approx(exclusive["mean_jct"].mean())

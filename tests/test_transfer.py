@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -63,6 +65,18 @@ def test_an_mlp_agent_on_another_scenarios_spaces_is_a_named_error(tmp_path):
     assert _load(saved, make_env(*TRAINED_ON)).observation_space == make_env(*TRAINED_ON).observation_space
 
 
+def test_the_model_file_is_read_once_and_a_damaged_one_is_named_in_the_error(tmp_path, monkeypatch):
+    saved = _save_agent(tmp_path / "agent.zip")
+    reads = []
+    read_bytes = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: reads.append(self) or read_bytes(self))
+    _load(saved, make_env(*OTHER))  # the space check and the load share one read
+    assert reads == [saved]
+    (tmp_path / "bad.zip").write_bytes(b"not a zip")
+    with pytest.raises(AgentLoadError, match=re.escape(f"Error: the file {tmp_path / 'bad.zip'} wasn't a zip-file")):
+        _load(tmp_path / "bad.zip", make_env(*OTHER))
+
+
 def _main(out, *args):
     return compare.main(["--out", str(out), "--workers", "0", "--no-progress", "--no-figures", "--bootstrap", "0",
                          *args])
@@ -109,6 +123,22 @@ def test_a_checkpoint_path_plays_the_transfer_protocol_on_other_spaces(tmp_path)
     ep = pd.read_csv(out / "episodes.csv")
     agent = ep[ep["policy"] == "agent"]
     assert len(agent) == 4 and (agent["agent_steps"] <= 1_000).all()
+
+
+def test_a_protocol_sweep_lists_a_run_that_failed_as_failed(tmp_path, monkeypatch):
+    run_one, failed = compare.run_one, []
+
+    def first_fails(run, out_dir):
+        if not failed:
+            failed.append(run["key"])
+            raise RuntimeError("injected")
+        return run_one(run, out_dir)
+
+    monkeypatch.setattr(compare, "run_one", first_fails)
+    out = tmp_path / "out"
+    assert _main(out, "--protocol", "transfer-smoke-v1", "--policies", "agent=fifo", "mlf-h") == 1
+    doc = json.loads((out / "protocol.json").read_text())
+    assert not doc["complete"] and doc["failed_runs"] == failed
 
 
 def test_a_protocol_reaggregated_with_runs_missing_says_it_is_incomplete(tmp_path):

@@ -2,11 +2,14 @@
 most 2 GPUs; the stint costs its time and GPUs, and the Estimator then uses what it measured."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
 
 from clustergym.baselines import make, run
 from clustergym.baselines.unisched_milp import iteration_time
-from clustergym.baselines.unisched_profile import stint_layout
+from clustergym.baselines.unisched_profile import Profiler, stint_layout
 from clustergym.core.commands import execute
 from clustergym.core.dag import reference_iteration_time
 from clustergym.core.engine import SimConfig, Simulator
@@ -141,3 +144,13 @@ def test_before_its_stint_a_job_is_a_profiler_job_valued_above_best_effort_below
     assert mj.options == [((2, 0, 0), 1.0)]  # one GPU on each of two nodes
     assert pol.decide(view) is None and pol.profiler.state(1) == "profiling"  # selected: its stint starts
     assert pol.profiler.reserved() == {0: 1, 1: 1}
+    assert pol.profiler.free_gpus(view) == {0: 3, 1: 3}  # the simulator still sees 4 idle GPUs on each
+
+
+def test_free_gpus_are_the_idle_ones_no_stint_holds():
+    # stints of 1 GPU on servers 0 and 1 and of 2 GPUs on server 2: what each server has left, never below 0
+    prof = Profiler(300.0)
+    prof.stints = {7: ((0, 1), 1, 300.0), 8: ((2,), 2, 300.0), 9: ((0,), 2, 300.0)}
+    view = SimpleNamespace(n_servers=4, idle_gpus=np.array([4, 1, 2, 3]))
+    assert prof.reserved() == {0: 3, 1: 1, 2: 2}
+    assert prof.free_gpus(view) == {0: 1, 1: 0, 2: 0, 3: 3}
