@@ -1,5 +1,5 @@
 """Pollux's workloads as episodes (``workload="pollux"``, ``clustergym/Pollux-v1``): the train/test split of the
-workloads, every job accounted for, determinism, and the fields that do not apply."""
+workloads, every job accounted for, determinism, the fields that do not apply, and the transfer-v2 protocol."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,6 +7,7 @@ import pytest
 
 from clustergym.config import ConfigError, EnvConfig
 from clustergym.core.traces import pollux_split
+from clustergym.eval import protocols
 from clustergym.scenarios import make_env, pollux_workload
 
 POLLUX = "clustergym/Pollux-v1"
@@ -73,3 +74,12 @@ def test_fields_that_do_not_apply_to_pollux_are_named(field, value):
         make_env(POLLUX, **{field: value})
     assert e.value.field == field
 
+
+def test_transfer_v2_is_transfer_v1_and_the_held_out_pollux_workloads():
+    v1, v2 = protocols.get("transfer-v1"), protocols.get("transfer-v2")
+    assert v2.scenarios[:-1] == v1.scenarios and v2.seeds == v1.seeds and v2.subject == "agent"
+    (pollux,) = v2.scenarios[-1:]
+    assert (pollux.label, pollux.env_id, pollux.kwargs) == ("pollux-w", POLLUX, {"max_steps": 16_000})
+    assert "pollux-w" not in [s.label for s in v1.scenarios]
+    text = protocols.describe(v2)
+    assert "one whole 'test' Pollux workload per seed" in text and POLLUX in text
