@@ -1,7 +1,8 @@
 """Named scenarios (registered Gymnasium ids) and the episode workload source.
 
-Every id runs on windows of the bundled Philly trace unless it says "generated" or "Pollux"; ``docs/workloads.md`` has
-each one's measured offered load, peak demand and queueing (``python -m clustergym.eval.scenarios``).
+Every id runs on windows of the bundled Philly trace unless it says "generated" or "Pollux";
+``docs/workloads.md`` has each one's measured offered load, peak demand and queueing
+(``python -m clustergym.eval.scenarios``).
 
 ====================================  ===================================================================
 id                                    configuration (any field can be overridden in ``gymnasium.make``)
@@ -32,11 +33,14 @@ from __future__ import annotations
 import functools
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .core.workload import MLFS_GPU_CHOICES, MLFS_MODEL_WEIGHTS, UNISCHED_DEADLINE_SPAN, slo_mix_with_fraction
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 WEEK_S = 7 * 86400.0
 # The default scenario: contended (measured in docs/workloads.md). Philly's own GPU counts (93 % single-GPU
@@ -269,14 +273,14 @@ def _generated_window(cfg, cluster, rng: np.random.Generator, info: dict):
 
 
 @functools.lru_cache(maxsize=8)
-def pollux_workload(name: str):
+def pollux_workload(name: str) -> pd.DataFrame:
     """A bundled Pollux workload (:func:`clustergym.core.traces.load_pollux_workload`), read once per process."""
     from .core.traces import load_pollux_workload
 
     return load_pollux_workload(name)
 
 
-def _pollux_window(cfg, rng: np.random.Generator, info: dict):
+def _pollux_window(cfg, rng: np.random.Generator, info: dict) -> pd.DataFrame:
     """The first ``window_jobs`` jobs of one Pollux workload drawn uniformly among the split's
     (:func:`clustergym.core.traces.pollux_split`), with run times drawn from Philly's GPU-time bucket of each
     job's application (:func:`clustergym.core.traces.fill_pollux_durations`, seeded from ``rng``). No job is

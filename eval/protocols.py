@@ -13,9 +13,9 @@ usual sweep files, one results file: ``protocol.json`` (the protocol, each polic
 git commit, machine, every metric's mean and 95 % t-interval per scenario and policy) and ``protocol.md`` (the
 same as a page). A protocol never changes once results are published with it: a changed scenario, split or seed
 list is a new name (``-v2``, ...). A scenario may have seeds of its own (fewer episodes on a large cluster). A
-protocol with a ``subject`` (``transfer-v1``, ``transfer-v2``: ``"agent"``) needs a policy of that label and compares it with
-every other policy window by window: per scenario the paired difference (subject minus other, same seed) with
-its 95 % t-interval and the count of windows where the subject is better, equal or worse
+protocol with a ``subject`` (``transfer-v1``, ``transfer-v2``: ``"agent"``) needs a policy of that label and
+compares it with every other policy window by window: per scenario the paired difference (subject minus other,
+same seed) with its 95 % t-interval and the count of windows where the subject is better, equal or worse
 (:func:`clustergym.eval.stats.paired_table`), in both results files.
 
 The seeds start at 30,000: training's periodic evaluation, which picks the best checkpoint, draws its windows
