@@ -61,12 +61,18 @@ class EnvConfig:
 
     Cluster
       ``cluster``: preset name (``clustergym.core.presets.cluster_preset``: mlfs-80, mlfs-2474, hare-160, gavel-108,
-      pai-2020, tiny-8, hetero-16); ``cluster_file``: a cluster file (``load_cluster``), overrides ``cluster``.
+      pai-2020, tiny-8, hetero-16, pollux-64); ``cluster_file``: a cluster file (``load_cluster``), overrides
+      ``cluster``.
     Workload
       ``workload``: ``"philly"`` (windows of the bundled Philly trace, or of ``trace_path``: a file in Philly's
       format, or with ``trace_mapping`` any CSV, the mapping a :class:`clustergym.core.traces.ColumnMapping` YAML
       path or dict of its fields; the file is read and checked when the env is made) or ``"generator"``
-      (:func:`clustergym.core.generator.generate_trace` with ``generator`` keyword arguments; ``load`` defaults to 1).
+      (:func:`clustergym.core.generator.generate_trace` with ``generator`` keyword arguments; ``load`` defaults to 1)
+      or ``"pollux"`` (one bundled Pollux workload per episode, drawn uniformly among the split's:
+      :func:`clustergym.core.traces.pollux_split`, train = workloads 1-4 and test = 5-8 at ``train_fraction``
+      0.5; run times drawn by :func:`clustergym.core.traces.fill_pollux_durations` with a seed from
+      ``self.np_random``; ``window_jobs`` of at most 160 = its first that many jobs; no ``window_start``,
+      ``window_period`` or ``trace_path``).
       ``window_jobs``: jobs per episode. ``window_start``: fix the window start (seconds into the chosen split
       of the trace); None = drawn from ``self.np_random``: uniformly over job indices of the split, or with
       ``window_period`` (s) the first job of a period of that length drawn uniformly among the split's
@@ -177,7 +183,7 @@ class EnvConfig:
 
     def _check_choices(self) -> None:
         """Named options and switches."""
-        for name, allowed in (("workload", ("philly", "generator")), ("split", ("train", "test")),
+        for name, allowed in (("workload", ("philly", "generator", "pollux")), ("split", ("train", "test")),
                               ("invalid_action", ("raise", "penalty"))):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}", name)
@@ -208,9 +214,29 @@ class EnvConfig:
             raise ConfigError("load sets the offered load of trace windows (workload='philly'); a generated "
                               "workload takes generator.load (pass load=None to a registered scenario that sets "
                               "load)", "load")
+        if self.workload == "pollux":
+            self._check_pollux()
         if self.load is not None and self.window_jobs < 2:
             raise ConfigError(f"load needs window_jobs >= 2 (an offered load needs two arrivals), got "
                               f"{self.window_jobs}", "load")
+
+    def _check_pollux(self) -> None:
+        """A Pollux episode is one bundled workload from its first job: the fields that place a window in a trace
+        or name another trace do not apply, ``window_jobs`` is at most the workload's size and
+        ``train_fraction`` must leave each split a workload."""
+        from .core.traces import POLLUX_WORKLOAD_JOBS, pollux_split
+
+        for name in ("trace_path", "window_start", "window_period"):
+            if getattr(self, name) is not None:
+                raise ConfigError(f"{name} does not apply to workload='pollux' (an episode plays one bundled Pollux "
+                                  f"workload from its first job), got {getattr(self, name)!r}", name)
+        if self.window_jobs > POLLUX_WORKLOAD_JOBS:
+            raise ConfigError(f"window_jobs must be at most {POLLUX_WORKLOAD_JOBS} with workload='pollux' (the jobs "
+                              f"of one Pollux workload), got {self.window_jobs}", "window_jobs")
+        try:
+            pollux_split(self.split, self.train_fraction)
+        except ValueError as e:
+            raise ConfigError(str(e), "train_fraction") from None
 
     def _check_trace_mapping(self) -> None:
         """``trace_mapping``: a ColumnMapping (YAML path or dict of fields) for ``trace_path``, parsed now."""

@@ -1,7 +1,8 @@
 """Named scenarios (registered Gymnasium ids) and the episode workload source.
 
-Every id runs on windows of the bundled Philly trace unless it says "generated"; ``docs/workloads.md`` has
-each one's measured offered load, peak demand and queueing (``python -m clustergym.eval.scenarios``).
+Every id runs on windows of the bundled Philly trace unless it says "generated" or "Pollux";
+``docs/workloads.md`` has each one's measured offered load, peak demand and queueing
+(``python -m clustergym.eval.scenarios``).
 
 ====================================  ===================================================================
 id                                    configuration (any field can be overridden in ``gymnasium.make``)
@@ -18,6 +19,9 @@ id                                    configuration (any field can be overridden
 ``clustergym/Hetero-v1``              hetero-16 (4 servers: V100/P100/K80/T4), 40 generated jobs at load 1
 ``clustergym/Hare160-Philly-v1``      hare-160 (Hare's 40-server heterogeneous cluster), 100 Philly jobs, K=40
 ``clustergym/MLFS2474-v1``            mlfs-2474 (Philly's 550 servers), 1000 Philly jobs, W=32, K=32
+``clustergym/Pollux-v1``              pollux-64 (Pollux's testbed: 16 x 4 T4), one whole Pollux workload per
+                                      episode (160 jobs over 8 h, the workload's arrival times, run times drawn
+                                      from Philly's GPU-time buckets); train = workloads 1-4, test = 5-8
 ``clustergym/UniSched-v1``            UniSched's MIX1 (:func:`unisched_config`): mlfs-80, 100 generated jobs
                                       of 5-180 minutes at load 1, GPU counts from {1, 2, 4, 8, 16}, half
                                       strict-SLO (deadline U[1.1, 2] x run time) and half best-effort,
@@ -29,11 +33,14 @@ from __future__ import annotations
 import functools
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .core.workload import MLFS_GPU_CHOICES, MLFS_MODEL_WEIGHTS, UNISCHED_DEADLINE_SPAN, slo_mix_with_fraction
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 WEEK_S = 7 * 86400.0
 # The default scenario: contended (measured in docs/workloads.md). Philly's own GPU counts (93 % single-GPU
@@ -98,6 +105,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "clustergym/MLFS2474-v1": {"cluster": "mlfs-2474", "workload": "philly", "window_jobs": 1000,
                                "window_size": 32, "n_destinations": 32},
     "clustergym/UniSched-v1": unisched_config(),
+    "clustergym/Pollux-v1": {"cluster": "pollux-64", "workload": "pollux", "window_jobs": 160,
+                             "n_destinations": 16},
 }
 
 
@@ -225,6 +234,8 @@ def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
     info: dict[str, Any] = {"mapping_seed": map_seed, "clock_offset": 0.0}
     if cfg.workload == "generator":
         df = _generated_window(cfg, cluster, rng, info)
+    elif cfg.workload == "pollux":
+        df = _pollux_window(cfg, rng, info)
     else:
         df = _trace_window(cfg, cluster, rng, info)
     cap = int(cfg.max_job_gpus or cluster.n_gpus)
@@ -259,6 +270,30 @@ def _generated_window(cfg, cluster, rng: np.random.Generator, info: dict):
         df = df[df["n_gpus"] <= (cfg.max_job_gpus or cluster.n_gpus)].reset_index(drop=True)
     info.update(generator_seed=gen_seed, window_start=0.0)
     return df
+
+
+@functools.lru_cache(maxsize=8)
+def pollux_workload(name: str) -> pd.DataFrame:
+    """A bundled Pollux workload (:func:`clustergym.core.traces.load_pollux_workload`), read once per process."""
+    from .core.traces import load_pollux_workload
+
+    return load_pollux_workload(name)
+
+
+def _pollux_window(cfg, rng: np.random.Generator, info: dict) -> pd.DataFrame:
+    """The first ``window_jobs`` jobs of one Pollux workload drawn uniformly among the split's
+    (:func:`clustergym.core.traces.pollux_split`), with run times drawn from Philly's GPU-time bucket of each
+    job's application (:func:`clustergym.core.traces.fill_pollux_durations`, seeded from ``rng``). No job is
+    filtered here: the ones the cluster cannot hold are left out by :func:`fitting_jobs` and listed in
+    ``dropped_jobs``, so every job of the workload is accounted for in the episode's description."""
+    from .core.traces import fill_pollux_durations, pollux_split
+
+    names = pollux_split(cfg.split, float(cfg.train_fraction))
+    name = names[int(rng.integers(len(names)))]
+    duration_seed = int(rng.integers(2**62))
+    jobs = pollux_workload(name).iloc[:cfg.window_jobs]
+    info.update(pollux_workload=name, duration_seed=duration_seed, window_start=0.0)
+    return fill_pollux_durations(jobs, duration_seed, philly=load_trace(None, None))
 
 
 def _trace_window(cfg, cluster, rng: np.random.Generator, info: dict):

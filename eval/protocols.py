@@ -13,9 +13,9 @@ usual sweep files, one results file: ``protocol.json`` (the protocol, each polic
 git commit, machine, every metric's mean and 95 % t-interval per scenario and policy) and ``protocol.md`` (the
 same as a page). A protocol never changes once results are published with it: a changed scenario, split or seed
 list is a new name (``-v2``, ...). A scenario may have seeds of its own (fewer episodes on a large cluster). A
-protocol with a ``subject`` (``transfer-v1``: ``"agent"``) needs a policy of that label and compares it with
-every other policy window by window: per scenario the paired difference (subject minus other, same seed) with
-its 95 % t-interval and the count of windows where the subject is better, equal or worse
+protocol with a ``subject`` (``transfer-v1``, ``transfer-v2``: ``"agent"``) needs a policy of that label and
+compares it with every other policy window by window: per scenario the paired difference (subject minus other,
+same seed) with its 95 % t-interval and the count of windows where the subject is better, equal or worse
 (:func:`clustergym.eval.stats.paired_table`), in both results files.
 
 The seeds start at 30,000: training's periodic evaluation, which picks the best checkpoint, draws its windows
@@ -51,6 +51,7 @@ SCENARIO_IDS: dict[str, str] = {
     "hare160-contended": "clustergym/Hare160-Philly-v1",
     "unisched-mix": "clustergym/UniSched-v1",
     "pai2020-philly": "clustergym/MLFS2474-v1",
+    "pollux-w": "clustergym/Pollux-v1",
 }
 # protocol.md's columns: (metric, heading, factor from the metric's unit); protocol.json has every metric
 TABLE_COLUMNS: tuple[tuple[str, str, float], ...] = (
@@ -128,6 +129,7 @@ MLFS_GPU_MAPPING: dict[str, Any] = {"mapping": CONTENDED_DEFAULT["mapping"]}
 # 10,000 agent steps (train/config.py, final_eval_max_steps); the 1,000-job windows get ten times that.
 SMALL_CAP: dict[str, Any] = {"max_steps": 10_000}
 LARGE_CAP: dict[str, Any] = {"max_steps": 100_000}
+POLLUX_CAP: dict[str, Any] = {"max_steps": 16_000}  # the same 100 steps per job for a 160-job Pollux workload
 
 # transfer-v1: the clusters and workloads a trained agent meets beside the contended default it is trained on
 # (docs/training.md, "The same agent on other clusters and workloads"); the two large clusters get two
@@ -145,6 +147,10 @@ TRANSFER_SCENARIOS: tuple[ProtocolScenario, ...] = (
     ProtocolScenario("pai2020-philly", {**LARGE_CAP, "cluster": "pai-2020"}, seeds=(30_000, 30_001)),
 )
 
+# transfer-v2: transfer-v1's scenarios and a workload from another source, Pollux's (held-out workloads 5-8
+# on its 64-GPU testbed)
+TRANSFER_V2_SCENARIOS: tuple[ProtocolScenario, ...] = TRANSFER_SCENARIOS + (ProtocolScenario("pollux-w", POLLUX_CAP),)
+
 PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
     Protocol("core-v1", "four clusters from 80 to 2,474 GPUs: held-out Philly windows on three, generated "
              "workloads on the heterogeneous one; ten episodes each",
@@ -157,6 +163,10 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
              "at offered loads 0.75, 1.5 and 3, the light 80-GPU windows, the heterogeneous 16- and 160-GPU "
              "clusters, UniSched's SLO mix, 2,474 GPUs and the PAI 2020 machine mix (4,502 GPUs)",
              TRANSFER_SCENARIOS, tuple(range(30_000, 30_004)), subject="agent"),
+    Protocol("transfer-v2", "transfer-v1 and Pollux's workloads: one trained agent, not retrained (give it as "
+             "agent=<run folder or .zip>), against the other policies window by window on transfer-v1's ten "
+             "scenarios and on whole held-out Pollux workloads (5-8, 160 jobs each) on Pollux's 64-T4 testbed",
+             TRANSFER_V2_SCENARIOS, tuple(range(30_000, 30_004)), subject="agent"),
     Protocol("transfer-smoke-v1", "a check that an agent runs on a cluster of other sizes than the one it was "
              "trained on (10-job windows of the 80- and 160-GPU clusters, two episodes); not for results",
              (ProtocolScenario("contended80-philly", {"window_jobs": 10, "max_steps": 1_000}),
@@ -181,8 +191,8 @@ def describe(p: Protocol) -> str:
              f"  reference for relative differences: {p.reference or 'none'} (when evaluated)", "  scenarios:"]
     for s in p.scenarios:
         base = SCENARIOS.get(s.env_id, {})
-        workload = "generated per seed" if {**base, **s.kwargs}.get("workload") == "generator" else \
-            f"{p.split!r} windows of the trace"
+        workload = {"generator": "generated per seed", "pollux": f"one whole {p.split!r} Pollux workload per seed"}.get(
+            {**base, **s.kwargs}.get("workload"), f"{p.split!r} windows of the trace")
         own = f"; seeds {', '.join(map(str, s.seeds))}" if s.seeds is not None else ""
         lines.append(f"    {s.label:20s} {s.env_id}  {json.dumps({**base, **s.kwargs}, sort_keys=True)}"
                      f"  ({workload}{own})")

@@ -123,12 +123,21 @@ def test_philly_missing_column_and_blank_line(tmp_path):
 def test_pollux_workloads_bundled():
     for i in range(1, 9):
         w = T.load_pollux_workload(f"workload-{i}")
-        assert len(w) == 160
+        assert len(w) == T.POLLUX_WORKLOAD_JOBS == 160
         assert w["duration"].isna().all()
         assert set(w["model"]) <= {"bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3"}
         assert w["submit_time"].is_monotonic_increasing and w["submit_time"].max() <= 8 * 3600
     w = T.load_pollux_workload(1)
     assert w.iloc[0][["submit_time", "n_gpus", "model", "name", "batch_size"]].tolist() == [107.0, 6, "cifar10", "cifar10-0", 2048]
+
+
+def test_pollux_split_halves_the_workloads_disjointly():
+    assert T.pollux_split("train") == tuple(f"workload-{i}" for i in range(1, 5))
+    assert T.pollux_split("test") == tuple(f"workload-{i}" for i in range(5, 9))
+    assert T.pollux_split("train", 0.25) + T.pollux_split("test", 0.25) == T.POLLUX_WORKLOADS
+    for f in (0.05, 0.95):  # 0 or 8 of the 8 workloads in the train split
+        with pytest.raises(ValueError, match="train_fraction"):
+            T.pollux_split("test", f)
 
 
 def test_pollux_bad_row(tmp_path):

@@ -142,6 +142,15 @@ def _hetero_16() -> ClusterSpec:
     return ClusterSpec("hetero-16", servers, source="test preset: one 4-GPU server each of V100, P100, K80, T4")
 
 
+# Pollux (OSDI '21) §5.1 testbed: 16 AWS g4dn.12xlarge nodes = 4 T4 (16 GB), 48 vCPU, 192 GB each; g4dn.12xlarge's
+# network figure is 50 Gbps. The catalogue's T4 speeds are measured from Pollux's own profiles (docs/catalogue.md).
+def _pollux_64() -> ClusterSpec:
+    return ClusterSpec(
+        "pollux-64", tuple(_group("g4dn", 16, "T4", 4, 48, 192, 50.0, PCIE3_GBPS)),
+        source="Pollux (OSDI '21) §5.1 testbed: 16 AWS g4dn.12xlarge = 4 T4 (16 GB), 48 vCPU, 192 GB each; 64 GPUs",
+        notes="NIC 50 Gbps (g4dn.12xlarge network figure); T4s linked by PCIe 3.0 inside a node.")
+
+
 _PRESETS: dict[str, Callable[[], ClusterSpec]] = {
     "mlfs-80": _mlfs_80,
     "mlfs-2474": _mlfs_2474,
@@ -150,6 +159,7 @@ _PRESETS: dict[str, Callable[[], ClusterSpec]] = {
     "pai-2020": _pai_2020,
     "tiny-8": _tiny_8,
     "hetero-16": _hetero_16,
+    "pollux-64": _pollux_64,
 }
 
 

@@ -106,6 +106,23 @@ def load_pollux_workload(name_or_path: str | int | os.PathLike, checks: str = "w
     return finish(out, path, None, {}, rebase=False, report=report)
 
 
+# Each bundled workload holds 160 jobs over about 8 hours (tests/test_traces.py checks it).
+POLLUX_WORKLOAD_JOBS = 160
+
+
+def pollux_split(split: str, train_fraction: float = 0.5) -> tuple[str, ...]:
+    """The bundled Pollux workloads of a split: train = the first ``round(8 x train_fraction)`` of
+    :data:`POLLUX_WORKLOADS` (workload-1 .. workload-4 at 0.5), test = the rest, so the two never share a
+    workload. ValueError if either would be empty."""
+    k = int(round(len(POLLUX_WORKLOADS) * train_fraction))
+    if not 0 < k < len(POLLUX_WORKLOADS):
+        raise ValueError(f"train_fraction {train_fraction!r} puts {k} of the {len(POLLUX_WORKLOADS)} Pollux "
+                         "workloads in the train split: each split needs at least one")
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    return POLLUX_WORKLOADS[:k] if split == "train" else POLLUX_WORKLOADS[k:]
+
+
 # Pollux's simulator/workload.py assigned applications by the Philly job's GPU time (SOURCE.md):
 # < 1 GPU-h -> cifar10/ncf, < 10 -> deepspeech2/bert, < 100 -> yolov3, else imagenet.
 POLLUX_GPU_HOUR_BUCKETS: dict[str, tuple[float, float]] = {
