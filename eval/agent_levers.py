@@ -12,7 +12,8 @@ with and without changeable stopping rules, and what the agent's actions do.
   actions) is counted by the command it stands for: place, migrate, requeue, preempt, each stop option, end
   round.
 
-Writes ``episodes.csv`` (one record per policy, setting and window, with the action counts), ``paired.csv``
+Writes ``episodes.csv`` (one record per policy, setting and window, with the action counts; rewritten after
+each policy and setting, so an interrupted run keeps what it played), ``paired.csv``
 (agent − other per setting, :func:`clustergym.eval.stats.paired_table`) and ``levers.md``; prints the tables.
 """
 from __future__ import annotations
@@ -96,11 +97,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = Path(a.agent)
     agent = load_agent(path / "best_model.zip" if path.is_dir() else path)
     seeds = range(a.seeds[0], a.seeds[1] + 1)
-    recs = [r for setting in SETTINGS for name in ["agent", *a.policies]
-            for r in play(agent if name == "agent" else name, name, setting, seeds, a.max_steps)]
     a.out.mkdir(parents=True, exist_ok=True)
+    recs: list[dict] = []
+    for setting in SETTINGS:
+        for name in ["agent", *a.policies]:
+            recs += play(agent if name == "agent" else name, name, setting, seeds, a.max_steps)
+            pd.DataFrame(recs).to_csv(a.out / "episodes.csv", index=False)  # what is played so far is kept
+            print(f"{setting} {name}: {len(seeds)} windows", flush=True)
     episodes = pd.DataFrame(recs)
-    episodes.to_csv(a.out / "episodes.csv", index=False)
     paired, md = tables(episodes)
     paired.to_csv(a.out / "paired.csv", index=False)
     head = (f"# Levers of {a.agent} on {CONTENDED_DEFAULT_ID}\n\nHeld-out windows reset(seed) {a.seeds[0]}.."
