@@ -92,8 +92,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--max-steps", type=int, default=10_000, help="agent-step cap per episode (training's)")
     ap.add_argument("--out", type=Path, default=Path("runs/agent-levers"))
     a = ap.parse_args(argv)
+    import torch
+
     from clustergym.agents.io import load_agent
 
+    torch.set_num_threads(1)  # the small network runs fastest on one thread, and the machine's other core stays free
     path = Path(a.agent)
     agent = load_agent(path / "best_model.zip" if path.is_dir() else path)
     seeds = range(a.seeds[0], a.seeds[1] + 1)
