@@ -25,11 +25,12 @@ from typing import Sequence
 
 import pandas as pd
 
+from clustergym.eval.experiment_kit import CONTENDED
+from clustergym.eval.files import atomic_write_csv, atomic_write_text
 from clustergym.eval.rollout import EVAL_DEFAULTS, Predictor, predictor, rollout
 from clustergym.eval.stats import paired_table, to_markdown
 from clustergym.scenarios import make_env
 
-CONTENDED_DEFAULT_ID = "clustergym/GPUCluster-v1"  # the contended default agents are trained on
 SETTINGS: dict[str, dict] = {"default": {}, "fixed-stop": {"mapping": {"stop_changeable_probability": 0.0}}}
 COUNTED = ("agent", "mlfs-h+c-act")  # the policies whose actions are counted (they act through the env alone)
 METRICS = ("mean_jct_censored", "mean_accuracy", "deadline_ratio", "accuracy_ratio", "unfinished")
@@ -37,11 +38,11 @@ METRICS = ("mean_jct_censored", "mean_accuracy", "deadline_ratio", "accuracy_rat
 
 def counting(pred: Predictor, env, counts: Counter) -> Predictor:
     """``pred`` that also counts, in ``counts``, the command each of its actions stands for."""
-    window = env.unwrapped
+    u = env.unwrapped
 
     def act(obs, mask):
         a = pred.act(obs, mask)
-        cmd = window.window.command(a)
+        cmd = u.window.command(a)
         kind = "end-round" if cmd is None else cmd.kind
         counts[f"{kind}:{cmd.option}" if kind == "stop-option" else kind] += 1
         return a
@@ -53,7 +54,7 @@ def play(policy, name: str, setting: str, seeds: Sequence[int], max_steps: int,
          overrides: dict | None = None) -> list[dict]:
     """Records of ``policy`` on the held-out windows ``seeds`` under ``setting`` (and EnvConfig ``overrides``),
     with action counts for the policies of :data:`COUNTED`."""
-    env = make_env(CONTENDED_DEFAULT_ID,
+    env = make_env(CONTENDED,
                    {**EVAL_DEFAULTS, **SETTINGS[setting], "max_steps": max_steps, **(overrides or {})})
     try:
         pred = predictor(policy, env, name)
@@ -105,14 +106,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for setting in SETTINGS:
         for name in ["agent", *a.policies]:
             recs += play(agent if name == "agent" else name, name, setting, seeds, a.max_steps)
-            pd.DataFrame(recs).to_csv(a.out / "episodes.csv", index=False)  # what is played so far is kept
+            atomic_write_csv(pd.DataFrame(recs), a.out / "episodes.csv")  # what is played so far is kept
             print(f"{setting} {name}: {len(seeds)} windows", flush=True)
     episodes = pd.DataFrame(recs)
     paired, md = tables(episodes)
-    paired.to_csv(a.out / "paired.csv", index=False)
-    head = (f"# Levers of {a.agent} on {CONTENDED_DEFAULT_ID}\n\nHeld-out windows reset(seed) {a.seeds[0]}.."
+    atomic_write_csv(paired, a.out / "paired.csv")
+    head = (f"# Levers of {a.agent} on {CONTENDED}\n\nHeld-out windows reset(seed) {a.seeds[0]}.."
             f"{a.seeds[1]}; settings: {', '.join(f'{k} {v}' for k, v in SETTINGS.items())}.\n\n")
-    (a.out / "levers.md").write_text(head + md)
+    atomic_write_text(a.out / "levers.md", head + md)
     print(head + md)
     return 0
 

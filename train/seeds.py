@@ -29,6 +29,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from clustergym.eval.files import atomic_write_csv, atomic_write_text
 from clustergym.eval.stats import fmt_num, t_interval, to_markdown
 
 PPO = Path(__file__).with_name("ppo.py")
@@ -140,13 +141,13 @@ def table(out: Path, seeds: Sequence[int] | None, target: float) -> str:
     if not done:
         raise SystemExit(f"no finished run under {out} (looked for seed-<k>/episodes.csv for seeds {seeds})")
     rows = pd.DataFrame([r for s in done for r in seed_rows(seed_folder(out, s), s)])
-    rows.to_csv(out / "seeds.csv", index=False)
+    atomic_write_csv(rows, out / "seeds.csv")
     md = (f"# The agent against each heuristic across training seeds {done}\n\n"
           f"Per seed: (mean agent − mean other) / mean other of `{JCT}` on the run's final held-out windows; "
           f"mean and 95 % t-interval over seeds.\n\n" + markdown(across_seeds(rows, target), target))
     if missing:
         md += f"\n\nSeeds without a final table (not in the table): {missing}\n"
-    (out / "seeds.md").write_text(md)
+    atomic_write_text(out / "seeds.md", md)
     return md
 
 
