@@ -22,7 +22,7 @@ R^p_0 = floor(``fraction`` x N_n x exp(``error`` x eps)), eps ~ N(0, 1) drawn fr
 error; defaults ``fraction`` = 0.5 (conservative: half the true size) and ``error`` = 0.2 (a log-normal
 factor, about +-20 %). ``error`` = 0 with ``fraction`` = 1 is a clairvoyant size; ``fraction`` = 0 is HLAS
 (every job in q^2, FIFO, H = R^r T̄: the same order as HLAS). Hare's Fig. 12(c) is reproduced by the policy
-with a predictor that knows only "J3 runs at least 3 rounds" (tests/test_baselines.py).
+with a predictor that knows only "J3 runs at least 3 rounds" (tests/test_hlas_p.py).
 """
 from __future__ import annotations
 

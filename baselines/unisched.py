@@ -243,8 +243,7 @@ class UniSched(Policy):
         if job.n_placed > 0 or not self.profiler.stints:
             return True
         need = sum(1 for t in job.tasks if t.state == TaskState.WAITING and not t.is_ps)
-        free = self.profiler.free_gpus(view)
-        return sum(free[int(s)] for s in servers) >= need
+        return sum(self.profiler.free_gpus(view, servers).values()) >= need
 
     def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
         if not view.active_jobs():
@@ -267,7 +266,7 @@ class UniSched(Policy):
             # waiting worker of its job still can (keep_ps_with_workers's dry run does not see the stints)
             if task.is_ps and not any(t.state == TaskState.WAITING and not t.is_ps for t in task.job.tasks):
                 return servers
-            free = self.profiler.free_gpus(v)  # read per task: each placement of this round takes an idle GPU
+            free = self.profiler.free_gpus(v, servers)  # per task: each placement of this round takes an idle GPU
             return [s for s in servers if free[s] > 0]
 
         yield from self.job_first(view, Candidates(planned, cands.migrate, cands.servers, cands.can_preempt),

@@ -32,6 +32,7 @@ Our choices where the paper is silent:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 from clustergym.core.dag import reference_iteration_time
 from clustergym.core.job import Job
@@ -87,10 +88,12 @@ class Profiler:
                 out[s] = out.get(s, 0) + per
         return out
 
-    def free_gpus(self, view: ClusterView) -> dict[int, int]:
-        """Idle GPUs per server that no running stint holds (the simulator counts a stint's GPUs idle)."""
+    def free_gpus(self, view: ClusterView, servers: Iterable[int] | None = None) -> dict[int, int]:
+        """Idle GPUs per server (of ``servers``, else every server) that no running stint holds (the simulator
+        counts a stint's GPUs idle)."""
         reserved = self.reserved()
-        return {s: max(0, int(view.idle_gpus[s]) - reserved.get(s, 0)) for s in range(view.n_servers)}
+        servers = range(view.n_servers) if servers is None else servers
+        return {int(s): max(0, int(view.idle_gpus[s]) - reserved.get(int(s), 0)) for s in servers}
 
     def settle(self, view: ClusterView) -> None:
         """Turn every stint that has ended by now into the job's :class:`Profile`."""

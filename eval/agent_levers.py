@@ -98,8 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from clustergym.agents.io import load_agent
 
     torch.set_num_threads(1)  # the small network runs fastest on one thread, and the machine's other core stays free
-    path = Path(a.agent)
-    agent = load_agent(path / "best_model.zip" if path.is_dir() else path)
+    agent = load_agent(a.agent)  # a run folder: its best_model.zip (agents.io.resolve_model_path)
     seeds = range(a.seeds[0], a.seeds[1] + 1)
     a.out.mkdir(parents=True, exist_ok=True)
     recs: list[dict] = []

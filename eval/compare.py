@@ -471,7 +471,7 @@ def _main(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
 
         # a run's json is the last file it writes, so the runs without one are those that failed and those never
         # run (e.g. --report-only)
-        missing = [r["key"] for r in runs if not (out / "runs" / f"{r['key']}.json").exists()]
+        missing = [r["key"] for r in runs if not saved_identity(out, r)[0]]
         protocols.write_results(out, p["protocol"], runs, agg["long"], meta["command"], failed=missing,
                                 episodes=agg["episodes"])
         written = "protocol.json, protocol.md, " + written

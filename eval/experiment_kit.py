@@ -56,6 +56,11 @@ def pct_ci(m, lo, hi, n) -> str:
     return f"{fmt_pct(m)} [{fmt_pct(lo)}, {fmt_pct(hi)}] (n={n})"
 
 
+def significance(lo: float, hi: float) -> str:
+    """"significant" when a finite interval excludes 0, else "not significant" (claims without a paper number)."""
+    return "significant" if np.isfinite(lo) and (lo > 0 or hi < 0) else "not significant"
+
+
 def agree_range(m: float, lo: float, hi: float, paper_lo: float, paper_hi: float) -> str:
     """Direction (the interval excludes 0 on the paper's side) and size (the interval overlaps the paper's
     range)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .experiment_kit import (CONTENDED, EXPERIMENTS, agree_range, contended_runs, experiment, get,  # noqa: F401
-                             paired_rel, pct_ci, ratio_of_means)
+                             paired_rel, pct_ci, ratio_of_means, significance)
 from .stats import fmt_pct
 
 # --------------------------------------------------------------------------- mlfs-overall
@@ -130,8 +130,7 @@ def _claims_ablation(agg) -> list[dict]:
             rows.append({"claim": f"{name} term on vs off: {metric}",
                          "paper": "term helps (MLFS ablation; no number in our brief)",
                          "measured": pct_ci(m, lo, hi, n),
-                         "agrees": ("n/a (no paper number); " +
-                                    ("significant" if np.isfinite(lo) and (lo > 0 or hi < 0) else "not significant"))})
+                         "agrees": "n/a (no paper number); " + significance(lo, hi)})
     return rows
 
 

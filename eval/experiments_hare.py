@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .experiment_kit import LIGHT, agree_range, experiment, paired_rel, pct_ci
+from .experiment_kit import LIGHT, agree_range, experiment, paired_rel, pct_ci, significance
 from .specs import expand_loads, make_runs, parse_policy
 from .stats import fmt_num
 
@@ -96,7 +96,7 @@ def _claims_hare(agg) -> list[dict]:
             m, lo, hi, n = paired_rel(ep, "hlas", variant, "mean_jct", where=where)
             rows.append({"claim": f"{sc}: mean JCT HLAS vs {variant} ({why})", "paper": "n/a (isolates a mechanism)",
                          "measured": pct_ci(m, lo, hi, n),
-                         "agrees": "n/a; " + ("significant" if lo > 0 or hi < 0 else "not significant")})
+                         "agrees": "n/a; " + significance(lo, hi)})
     return rows
 
 
@@ -112,7 +112,7 @@ def _claims_hlas_p(ep, sc: str, where, have: set) -> list[dict]:
         if other == "hlas-p-oracle":
             rows.append({"claim": f"{sc}: mean JCT HLAS-P vs hlas-p-oracle (exact sizes: no prediction error)",
                          "paper": "n/a (isolates the predictor)", "measured": pct_ci(m, lo, hi, n),
-                         "agrees": "n/a; " + ("significant" if lo > 0 or hi < 0 else "not significant")})
+                         "agrees": "n/a; " + significance(lo, hi)})
             continue
         paper = (f"{HLASP_VS_HLAS:+.1%} (1.42x lower; Hare Figs. 26-27)" if other == "hlas"
                  else "lower (Hare Figs. 26-27: HLAS-P beats every method)")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .experiment_kit import experiment, paired_rel, pct_ci
+from .experiment_kit import experiment, paired_rel, pct_ci, significance
 from .specs import expand_loads, make_runs, parse_policy
 from .stats import fmt_num
 
@@ -92,7 +92,7 @@ def _claims_profiling(ep, present: set) -> list[dict]:
             ya, yb = (ep.loc[ep["policy"] == p, metric].mean() for p in (a, b))
             rows.append({"claim": f"{metric}: {a} vs {b} ({what})", "paper": "n/a (isolates the profiling phase)",
                          "measured": f"{pct_ci(m, lo, hi, n)}; means {fmt_num(ya)} vs {fmt_num(yb)}",
-                         "agrees": "n/a; " + ("significant" if lo > 0 or hi < 0 else "not significant")})
+                         "agrees": "n/a; " + significance(lo, hi)})
     return rows
 
 

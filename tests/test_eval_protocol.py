@@ -160,6 +160,10 @@ def test_protocols_name_registered_ids_held_out_windows_and_seeds_training_never
         assert {r["env_kwargs"]["split"] for r in runs} == {"test"}
         for s in p.scenarios:  # each scenario plays its own seeds, else the protocol's
             assert {r["seed"] for r in runs if r["scenario"] == s.label} == set(p.seeds_of(s)), (name, s.label)
+    # the seeds seeds_of gives, pinned: the 1,000-job scenarios play two windows, the others the protocol's four
+    transfer = protocols.get("transfer-v1").runs([specs.parse_policy("fifo"), specs.parse_policy("agent=mlf-h")])
+    assert {r["seed"] for r in transfer if r["scenario"] == "mlfs2474-philly"} == {30_000, 30_001}
+    assert {r["seed"] for r in transfer if r["scenario"] == "contended80-philly"} == set(range(30_000, 30_004))
     with pytest.raises(specs.SweepSpecError, match="unknown protocol 'nope'; known: core-v1"):
         protocols.get("nope")
 

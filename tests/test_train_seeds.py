@@ -41,6 +41,8 @@ def test_table_across_seeds_counts_the_target_and_names_missing_seeds(tmp_path):
     assert summary["rel_jct_mean"] == pytest.approx(-0.55 / 3)
     assert summary["rel_jct_low"] < summary["rel_jct_mean"] < summary["rel_jct_high"]
     assert "Seeds without a final table (not in the table): [3]" in md
+    row = next(line for line in md.splitlines() if line.startswith("| mlf-h"))
+    assert "-18.3 %" in row and "| 2 " in row  # the mean over seeds and the seeds at the 10 % target
     assert (tmp_path / "seeds.md").read_text() == md
 
 

@@ -29,7 +29,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from clustergym.eval.experiment_kit import ratio_of_means
 from clustergym.eval.files import atomic_write_csv, atomic_write_text
+from clustergym.train.rundir import RunFolder
 from clustergym.eval.stats import fmt_num, t_interval, to_markdown
 
 PPO = Path(__file__).with_name("ppo.py")
@@ -50,6 +52,8 @@ def run_command(out: Path, seed: int, extra: Sequence[str]) -> list[str] | None:
     if (folder / "state.json").exists():
         return [sys.executable, str(PPO), "--resume", str(folder), "--no-progress"]
     if folder.exists():
+        with RunFolder(folder).lock():  # RunLocked if a run is live in it (e.g. before its first checkpoint)
+            pass
         shutil.rmtree(folder)
     return [sys.executable, str(PPO), "--seed", str(seed), "--out", str(folder), "--no-progress", *extra]
 
@@ -98,7 +102,7 @@ def seed_rows(folder: Path, seed: int) -> list[dict]:
     n = ep[ep["policy"] == "agent"]["seed"].nunique()
     a = means.loc["agent"]
     return [{"seed": seed, "vs": p, "windows": n, "agent_jct": a[JCT], "other_jct": means.loc[p, JCT],
-             "rel_jct": (a[JCT] - means.loc[p, JCT]) / means.loc[p, JCT],
+             "rel_jct": ratio_of_means(ep, "agent", p, JCT),
              "deadline_diff": a[DEADLINE] - means.loc[p, DEADLINE]} for p in means.index if p != "agent"]
 
 
@@ -123,7 +127,8 @@ def markdown(summary: pd.DataFrame, target: float) -> str:
     table = pd.DataFrame({
         "vs": summary["vs"], "seeds": summary["seeds"],
         "agent mean JCT vs other (mean over seeds)": summary["rel_jct_mean"].map(_pct),
-        "95 % interval": [f"[{_pct(lo)}, {_pct(hi)}]" for lo, hi in zip(summary["rel_jct_low"], summary["rel_jct_high"])],
+        "95 % interval": [f"[{_pct(lo)}, {_pct(hi)}]"
+                          for lo, hi in zip(summary["rel_jct_low"], summary["rel_jct_high"])],
         f"seeds >= {100 * target:.0f} % faster": summary["seeds_at_target"],
         "deadline ratio, agent − other": [f"{fmt_num(m)} [{fmt_num(lo)}, {fmt_num(hi)}]" for m, lo, hi in
                                          zip(summary["deadline_diff_mean"], summary["deadline_diff_low"],
@@ -134,8 +139,7 @@ def markdown(summary: pd.DataFrame, target: float) -> str:
 def table(out: Path, seeds: Sequence[int] | None, target: float) -> str:
     """Write ``seeds.csv`` (per run) and ``seeds.md`` (across runs) for the finished runs under ``out``; returns
     the Markdown. Seeds whose run has no final table are named, not silently left out."""
-    found = sorted(int(p.name.split("-", 1)[1]) for p in out.glob("seed-*") if p.is_dir())
-    seeds = list(seeds) if seeds else found
+    seeds = list(seeds) if seeds else sorted(int(p.name.split("-", 1)[1]) for p in out.glob("seed-*") if p.is_dir())
     done = [s for s in seeds if (seed_folder(out, s) / "episodes.csv").exists()]
     missing = [s for s in seeds if s not in done]
     if not done:
