@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import re
 import warnings
 from pathlib import Path
@@ -11,6 +12,7 @@ import yaml
 
 from clustergym.agents.io import PICKLE_WARNING
 from clustergym.config import OBJECTIVE_NAMES, ConfigError
+from clustergym.eval.specs import code_version
 from clustergym.train import ppo
 from clustergym.train.config import load_config
 from helpers import markdown_rows
@@ -100,6 +102,9 @@ def test_resume_continues_steps_and_logs(tmp_path, capsys):
     assert not more["interrupted"] and more["num_timesteps"] == 640
     assert yaml.safe_load((out / "config.yaml").read_text())["timesteps"] == 640
     assert max(s for s, _ in _scalars(out / "tb" / "ppo_1")["eval/mean_jct_censored"]) == 640
+    # which code ran each part of the run: the start and both resumes, from the step each began at
+    code = json.loads((out / "state.json").read_text())["code"]
+    assert [c["from_step"] for c in code] == [0, 256, 512] and {c["code"] for c in code} == {code_version()}
 
 
 def test_config_rejects_unknown_keys(tmp_path):

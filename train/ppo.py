@@ -35,6 +35,7 @@ from clustergym.scenarios import make_env
 from clustergym.train.callbacks import (BCProgress, EvalCheckpointCallback, StopSignals, SummaryCallback,
                                         ValueWarmup, progress, say, warnings_once)
 from clustergym.train.config import TrainConfig, config_from_args, make_parser
+from clustergym.eval.specs import code_version
 from clustergym.eval.stats import selection_score  # noqa: F401  (the checkpoint ranking; tests use it from here)
 from clustergym.train.rundir import RunFolder, RunFolderError
 
@@ -383,6 +384,7 @@ def _train(cfg: TrainConfig, folder: RunFolder, env, resume: bool, stop: StopSig
         elif cfg.bc_steps > 0:
             folder.state["bc"] = warm_start(cfg, folder, model)
             folder.write_json("bc.json", folder.state["bc"])
+    folder.record_code(code_version(), model.num_timesteps)
     result = {"out": str(folder.path), "bc": folder.state.get("bc"), "results_md": None, "results": []}
     if not run_ppo(cfg, folder, model, stop, stop_at):
         return {**result, "num_timesteps": int(model.num_timesteps), "interrupted": True, "signal": stop.requested}
