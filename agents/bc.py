@@ -18,6 +18,7 @@ import torch as th
 
 from clustergym.scenarios import make_env
 
+from .bc_data import StateBuffer, concat, dense, subset
 from .policies import actor_features, masked_logits
 from .semi_mdp import discounted_returns, step_discounts
 
@@ -43,10 +44,12 @@ def _labelled_rollouts(env, seeds: Iterable[int], choose, gamma: float, max_step
     """Run one episode per seed; ``choose(obs, mask) -> (label, action)`` gives the expert's label for the
     state and the action actually taken. Records (observation, mask, label, discounted return of the taken
     actions) for every step; the discount is PPO's (:func:`clustergym.agents.semi_mdp.step_discounts`: per
-    step, or per simulated hour with ``gamma_hour``), so the cloned critic predicts what PPO will fit."""
+    step, or per simulated hour with ``gamma_hour``), so the cloned critic predicts what PPO will fit. The
+    states are kept compactly (:mod:`clustergym.agents.bc_data`); :func:`observations` reads them back."""
     u = env.unwrapped
-    obs_buf: dict[str, list] = {}
-    masks, actions, returns, episodes = [], [], [], 0
+    obs_buf: dict[str, StateBuffer] = {}
+    masks = StateBuffer(binary=True)
+    actions, returns, episodes = [], [], 0
     for seed in seeds:
         obs, info = env.reset(seed=int(seed))
         rewards, elapsed = [], []
@@ -55,7 +58,7 @@ def _labelled_rollouts(env, seeds: Iterable[int], choose, gamma: float, max_step
             m = u.action_masks()
             label, a = choose(obs, m)
             for k, v in obs.items():
-                obs_buf.setdefault(k, []).append(v)
+                obs_buf.setdefault(k, StateBuffer(binary=k == "action_mask")).append(v)
             masks.append(m)
             actions.append(label)
             obs, r, term, trunc, info = env.step(a)
@@ -66,7 +69,7 @@ def _labelled_rollouts(env, seeds: Iterable[int], choose, gamma: float, max_step
         returns.extend(discounted_returns(rewards, step_discounts(elapsed, gamma, gamma_hour)))
         episodes += 1
     env.close()
-    return {"obs": {k: np.stack(v) for k, v in obs_buf.items()}, "masks": np.stack(masks).astype(bool),
+    return {"obs": {k: v.build() for k, v in obs_buf.items()}, "masks": masks.build(),
             "actions": np.asarray(actions, np.int64), "returns": np.asarray(returns, np.float32),
             "episodes": episodes}
 
@@ -118,15 +121,27 @@ def collect_dagger(policy, expert: str, env_id: str, config: dict | None, seeds:
 def merge(*datasets: dict) -> dict[str, Any]:
     """Concatenate datasets of :func:`collect` / :func:`collect_dagger` (empty ones are skipped)."""
     ds = [d for d in datasets if d is not None and len(d["actions"])]
-    return {"obs": {k: np.concatenate([d["obs"][k] for d in ds]) for k in ds[0]["obs"]},
-            "masks": np.concatenate([d["masks"] for d in ds]), "actions": np.concatenate([d["actions"] for d in ds]),
+    return {"obs": {k: concat([d["obs"][k] for d in ds]) for k in ds[0]["obs"]},
+            "masks": concat([d["masks"] for d in ds]), "actions": np.concatenate([d["actions"] for d in ds]),
             "returns": np.concatenate([d["returns"] for d in ds]), "episodes": sum(d["episodes"] for d in ds)}
 
 
+def observations(data: dict, idx: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The observations of the states ``idx`` (all if None) as the env gave them: one numpy array per key."""
+    if idx is None:
+        idx = np.arange(len(data["actions"]))
+    return {k: dense(v, idx) for k, v in data["obs"].items()}
+
+
+def action_masks(data: dict, idx: np.ndarray | None = None) -> np.ndarray:
+    """The action masks (bool) of the states ``idx`` (all if None)."""
+    return dense(data["masks"], np.arange(len(data["actions"])) if idx is None else idx)
+
+
 def _batch(data: dict, idx: np.ndarray, device) -> tuple[dict, th.Tensor, th.Tensor, th.Tensor]:
-    obs = {k: th.as_tensor(v[idx], dtype=th.float32, device=device) for k, v in data["obs"].items()}
-    return (obs, th.as_tensor(data["masks"][idx], device=device), th.as_tensor(data["actions"][idx], device=device),
-            th.as_tensor(data["returns"][idx], device=device))
+    obs = {k: th.as_tensor(v, dtype=th.float32, device=device) for k, v in observations(data, idx).items()}
+    return (obs, th.as_tensor(action_masks(data, idx), device=device),
+            th.as_tensor(data["actions"][idx], device=device), th.as_tensor(data["returns"][idx], device=device))
 
 
 def behaviour_clone(policy, data: dict, steps: int, batch_size: int = 256, lr: float = 1e-3,
@@ -175,7 +190,7 @@ def agreement(policy, data: dict, batch_size: int = 1024, exclude_end: bool = Fa
     states where the expert did not end the round, i.e. its placements/migrations)."""
     if exclude_end:
         keep = data["actions"] != data["masks"].shape[1] - 1
-        data = {"obs": {k: v[keep] for k, v in data["obs"].items()}, "masks": data["masks"][keep],
+        data = {"obs": {k: subset(v, keep) for k, v in data["obs"].items()}, "masks": subset(data["masks"], keep),
                 "actions": data["actions"][keep], "returns": data["returns"][keep]}
     n = len(data["actions"])
     if n == 0:

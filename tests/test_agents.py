@@ -11,7 +11,8 @@ import pytest
 import torch as th
 
 import clustergym  # noqa: F401
-from clustergym.agents.bc import agreement, behaviour_clone, collect, collect_dagger, disagreement_split, merge
+from clustergym.agents.bc import (action_masks, agreement, behaviour_clone, collect, collect_dagger, disagreement_split,
+                                   merge, observations)
 from clustergym.agents.policies import MASKED_LOGIT, masked_logits, overload_threshold, policy_spec
 from clustergym.scenarios import make_env
 
@@ -81,8 +82,8 @@ def test_bc_reproduces_mlfh_on_heldout_states():
     agree = agreement(model.policy, hold)
     split = disagreement_split(model.policy, hold)
     with th.no_grad():
-        obs = {k: th.as_tensor(v, dtype=th.float32) for k, v in hold["obs"].items()}
-        pred = masked_logits(model.policy, obs, th.as_tensor(hold["masks"])).argmax(-1).numpy()
+        obs = {k: th.as_tensor(v, dtype=th.float32) for k, v in observations(hold).items()}
+        pred = masked_logits(model.policy, obs, th.as_tensor(action_masks(hold))).argmax(-1).numpy()
     cols = env.unwrapped.window.C
     row_agree = float(np.mean(pred // cols == hold["actions"] // cols))
     print(json.dumps({"states": len(data["actions"]), "dagger_states": len(dd["actions"]),
@@ -252,6 +253,7 @@ def test_bc_maps_and_learns_stop_option_actions():
     losses = behaviour_clone(model.policy, data, steps=120, batch_size=32, lr=3e-3, seed=0)
     assert np.isfinite(losses).all() and np.mean(losses[-20:]) < np.mean(losses[:20])
     with th.no_grad():
-        obs = {k: th.as_tensor(v[stop], dtype=th.float32) for k, v in data["obs"].items()}
-        pred = masked_logits(model.policy, obs, th.as_tensor(data["masks"][stop])).argmax(-1).numpy()
+        idx = np.flatnonzero(stop)
+        obs = {k: th.as_tensor(v, dtype=th.float32) for k, v in observations(data, idx).items()}
+        pred = masked_logits(model.policy, obs, th.as_tensor(action_masks(data, idx))).argmax(-1).numpy()
     assert np.mean(pred % C > K) >= 0.8
