@@ -364,6 +364,7 @@ def train(cfg: TrainConfig, resume: bool = False, stop_at: int | None = None) ->
 
 def _train(cfg: TrainConfig, folder: RunFolder, env, resume: bool, stop: StopSignals, stop_at: int | None) -> dict:
     tb_dir = str(folder.path / "tb")
+    version = code_version()  # the code this process started with (the checkout may change during the run)
     if resume:
         folder.load_state()
         model = folder.load_checkpoint(env, cfg.device, cfg.algo)
@@ -384,7 +385,7 @@ def _train(cfg: TrainConfig, folder: RunFolder, env, resume: bool, stop: StopSig
         elif cfg.bc_steps > 0:
             folder.state["bc"] = warm_start(cfg, folder, model)
             folder.write_json("bc.json", folder.state["bc"])
-    folder.record_code(code_version(), model.num_timesteps)
+    folder.record_code(version, model.num_timesteps)
     result = {"out": str(folder.path), "bc": folder.state.get("bc"), "results_md": None, "results": []}
     if not run_ppo(cfg, folder, model, stop, stop_at):
         return {**result, "num_timesteps": int(model.num_timesteps), "interrupted": True, "signal": stop.requested}

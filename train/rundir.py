@@ -158,10 +158,9 @@ class RunFolder:
                               f"so it cannot be continued") from None
 
     def record_code(self, version: str, step: int) -> None:
-        """Note in the state which code ran from ``step`` on (one entry per start or resume), so results can be
-        traced to a commit even when the run spans several."""
+        """Note in the state which code ran from ``step`` on (one entry per start or resume; saved with the next
+        checkpoint), so results can be traced to a commit even when the run spans several."""
         self.state.setdefault("code", []).append({"from_step": int(step), "code": version})
-        self.save_state()
 
     def save_state(self) -> None:
         atomic_write_text(self.path / "state.json", json.dumps(self.state, indent=1, default=float))
