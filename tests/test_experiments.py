@@ -63,6 +63,19 @@ def test_placement_ablations_use_best_fit_and_refuse_unknown_values():
         baselines.make("graphene", placement="spread")
 
 
+def test_experiment_runs_restricted_to_some_of_its_policies(tmp_path):
+    from clustergym.eval import compare
+    from clustergym.eval.specs import SweepSpecError
+
+    a = compare.build_parser().parse_args(["--experiment", "hare-hetero", "--seeds", "0", "--out", str(tmp_path),
+                                           "--policies", "hlas", "hlas-l"])
+    runs = compare.plan(a)["runs"]
+    assert sorted({r["policy"] for r in runs}) == ["hlas", "hlas-l"] and len(runs) == 2 * 3
+    a.policies = ["hlas", "mlf-h"]
+    with pytest.raises(SweepSpecError, match="mlf-h"):
+        compare.plan(a)
+
+
 def test_hare_and_unisched_experiments_run_their_variants_and_pair_them(tmp_path):
     hare = {(r["policy"], r["policy_spec"]["name"]) for r in experiments.get("hare-hetero")(tmp_path / "h")["runs"]}
     assert {("hlas-p", "hlas-p"), ("hlas-l", "hlas-l"), ("hlas-p-standin", "hlas-p-standin"),
