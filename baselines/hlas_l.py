@@ -26,29 +26,20 @@ from clustergym.core.job import Job
 from clustergym.core.view import ClusterView
 
 from .hlas import HLAS
-from .size_predict import LossFitError, observed_losses, predict_remaining
+from .size_predict import LossFitError, LossFitParams, observed_losses, predict_remaining
 
 
 @dataclass
-class HLASL(HLAS):
+class HLASL(LossFitParams, HLAS):
     """Hare's HLAS-L baseline (module docstring): HLAS ordered by attained + Optimus-predicted remaining rounds.
     ``eps``: the convergence rule's fraction; ``max_points``: loss points per fit; ``refit_growth``: relative
     growth of the iterations done that triggers a new fit."""
 
     name = "hlas-l"
     source = "Hare/HLAS-L (Chen, Li, Wu, Guo, IEEE TCC 2024) §VI Figs. 26-27; loss fitting of Optimus (Peng et al., EuroSys '18) §3.1"
-    eps: float = 0.05
-    max_points: int = 32
-    refit_growth: float = 0.1
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0.0 < self.eps < 1.0:
-            raise ValueError(f"HLAS-L eps must be in (0, 1), got {self.eps!r}")
-        if isinstance(self.max_points, bool) or not isinstance(self.max_points, int) or self.max_points < 3:
-            raise ValueError(f"HLAS-L max_points must be an integer >= 3, got {self.max_points!r}")
-        if not self.refit_growth >= 0.0:
-            raise ValueError(f"HLAS-L refit_growth must be >= 0, got {self.refit_growth!r}")
         self._fits: dict[int, tuple[float, float]] = {}
 
     def new_episode(self, view: ClusterView) -> None:

@@ -54,7 +54,7 @@ from clustergym.core.view import ClusterView
 
 from .base import Candidates, Command
 from .hlas import HLAS
-from .size_predict import History, LossFitError, fit_optimus, observed_losses
+from .size_predict import History, LossFitError, LossFitParams, fit_optimus, observed_losses
 
 
 @dataclass
@@ -103,7 +103,7 @@ class ExpectedSizeHLAS(HLAS):
 
 
 @dataclass
-class HLASP(ExpectedSizeHLAS):
+class HLASP(LossFitParams, ExpectedSizeHLAS):
     """Hare's HLAS-P with its conservative predictor (module docstring): loss fit capped at ``horizon_s`` of
     rounds, averaged with the finished jobs of the same model. ``eps``, ``max_points``: the loss fit's
     convergence fraction and points; ``refit_growth``: growth of the iterations done before a used-up prediction
@@ -112,20 +112,11 @@ class HLASP(ExpectedSizeHLAS):
     name = "hlas-p"
     source = "Hare/HLAS-P (Chen, Li, Wu, Guo, IEEE TCC 2024) §V-A/B, Figs. 12-13, 26-27"
     horizon_s: float = 3600.0
-    eps: float = 0.05
-    max_points: int = 32
-    refit_growth: float = 0.1
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not (math.isfinite(self.horizon_s) and self.horizon_s > 0):
             raise ValueError(f"HLAS-P horizon_s must be a finite number > 0, got {self.horizon_s!r}")
-        if not 0.0 < self.eps < 1.0:
-            raise ValueError(f"HLAS-P eps must be in (0, 1), got {self.eps!r}")
-        if isinstance(self.max_points, bool) or not isinstance(self.max_points, int) or self.max_points < 3:
-            raise ValueError(f"HLAS-P max_points must be an integer >= 3, got {self.max_points!r}")
-        if not self.refit_growth >= 0.0:
-            raise ValueError(f"HLAS-P refit_growth must be >= 0, got {self.refit_growth!r}")
         self.history = History()
 
     def new_episode(self, view: ClusterView) -> None:

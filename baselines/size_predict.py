@@ -146,6 +146,33 @@ def predict_remaining(iters: Sequence[float], losses: Sequence[float], eps: floa
     return max(0.0, fit.converged_at(eps) - float(iters[-1]))
 
 
+def check_fit_params(who: str, eps: float, max_points: int, refit_growth: float) -> None:
+    """The loss-fit parameters the size-predicting policies share: ``eps`` in (0, 1), ``max_points`` an integer
+    >= :data:`MIN_POINTS`, ``refit_growth`` >= 0; else a ValueError naming ``who``'s parameter."""
+    if not 0.0 < eps < 1.0:
+        raise ValueError(f"{who} eps must be in (0, 1), got {eps!r}")
+    if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < MIN_POINTS:
+        raise ValueError(f"{who} max_points must be an integer >= {MIN_POINTS}, got {max_points!r}")
+    if not refit_growth >= 0.0:
+        raise ValueError(f"{who} refit_growth must be >= 0, got {refit_growth!r}")
+
+
+@dataclass
+class LossFitParams:
+    """The loss-fit parameters of the size-predicting policies (a dataclass mixin listed before the policy's base
+    class): ``eps`` (convergence fraction), ``max_points`` (loss points per fit), ``refit_growth`` (growth of the
+    iterations done before a job is fitted again), checked by :func:`check_fit_params` after the base's own
+    checks."""
+
+    eps: float = 0.05
+    max_points: int = 32
+    refit_growth: float = 0.1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # type: ignore[misc]  (the policy base class next in the MRO)
+        check_fit_params(type(self).__name__, self.eps, self.max_points, self.refit_growth)
+
+
 # ------------------------------------------------------------------------------ what a scheduler observes
 def observed_losses(view: ClusterView, job: Job, max_points: int = 32) -> tuple[np.ndarray, np.ndarray]:
     """The (iteration, loss) points the job has reported so far: its loss after each whole iteration done
