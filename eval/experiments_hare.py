@@ -198,10 +198,38 @@ def time_split(jobs):
     return ep.groupby(["scenario", "policy"]).mean()
 
 
-if __name__ == "__main__":  # python -m clustergym.eval.experiments_hare [seeds...] | --jobs results/hare-hetero
+def loss_fit_table(budget: int = 10_000, fractions=(0.02, 0.1, 0.25, 0.5, 0.75), max_points: int = 32,
+                   eps: float = 0.05):
+    """Per catalogue model: the iteration where Optimus's fit (hlas-l's and hlas-p's) predicts a job converges,
+    as a multiple of its budget (where a run-all job ends), after ``fractions`` of the budget are observed with
+    the points :func:`~clustergym.baselines.size_predict.observed_losses` takes. A value equal to the fraction:
+    predicted converged now; NaN: no fit."""
+    import numpy as np
+    import pandas as pd
+
+    from clustergym.baselines.size_predict import LossFitError, predict_remaining
+    from clustergym.core.catalogue_data import get_model, model_names
+
+    rows = {}
+    for m in model_names():
+        curve, row = get_model(m).curve, []
+        for f in fractions:
+            done = int(f * budget)
+            ks = np.unique(np.round(np.linspace(1, done, min(done, max_points)))).astype(float)
+            try:
+                row.append((ks[-1] + predict_remaining(ks, [curve.loss_at(k / budget) for k in ks], eps)) / budget)
+            except LossFitError:
+                row.append(float("nan"))
+        rows[m] = row
+    return pd.DataFrame.from_dict(rows, orient="index", columns=[f"{f:g}" for f in fractions])
+
+
+if __name__ == "__main__":  # python -m clustergym.eval.experiments_hare [seeds...] | --jobs results/hare-hetero | --fit
     import sys
 
-    if sys.argv[1:2] == ["--jobs"]:
+    if sys.argv[1:2] == ["--fit"]:
+        print(loss_fit_table().round(2).to_string())
+    elif sys.argv[1:2] == ["--jobs"]:
         import pandas as pd
 
         print(time_split(pd.read_csv(Path(sys.argv[2]) / "jobs.csv")).round(2).to_string())

@@ -206,3 +206,11 @@ def test_hlas_l_runs_on_hetero_through_the_common_evaluation_path():
 
     (rec,) = evaluate("hlas-l", "clustergym/Hetero-v1", {"window_jobs": 10}, [1])
     assert rec["policy"] == "hlas-l" and rec["terminated"] and rec["unfinished"] == 0 and rec["mean_jct"] > 0
+
+
+def test_loss_fit_table_is_exact_on_the_optimus_form_curves():
+    from clustergym.eval.experiments_hare import loss_fit_table
+
+    t = loss_fit_table(fractions=(0.1, 0.5))
+    assert t.loc["AlexNet"].tolist() == pytest.approx([0.95, 0.95], rel=0.02)  # k = 1 power law: k* = 0.95 budget
+    assert t.loc["MLP", "0.5"] == pytest.approx(0.5, abs=1e-3)  # a flat tail: predicted converged now
