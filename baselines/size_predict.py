@@ -10,8 +10,8 @@ each point weighted by (l - b2)^2 so the linear residual approximates the residu
 minimising the loss-unit squared error over [0, min observed loss): a grid of :data:`B2_GRID` values, then as
 many again between the best grid point's neighbours (vectorised: a fit costs well under a millisecond).
 
-**Convergence rule** (ours: the simulator's jobs run their iteration budget, they have no loss threshold, and
-Optimus's user-set threshold has no counterpart here): a job is predicted to converge at the first iteration where
+**Convergence rule** (ours: the simulator's jobs run their iteration budget and have no loss threshold to
+reach): a job is predicted to converge at the first iteration where
 the fitted loss's excess over its asymptote is at most ``eps`` of its excess at k = 0, i.e. (l(k) - b2) /
 (l(0) - b2) <= eps, which gives k* = (b1 / b0)(1 / eps - 1). The rule is free of loss units and of the iteration
 scale. Default ``eps`` = 0.05 (95 % of the reachable decrease done). For the catalogue's k = 1 power-law curves
@@ -23,7 +23,7 @@ the fit is only an approximation.
 iterations raise :class:`TooFewPoints` (the policies then predict nothing: 0 additional rounds); a non-finite
 or negative loss or iteration, a loss of 0 (the model stays above b2 >= 0), unequal lengths, or iterations not
 strictly increasing raise :class:`LossFitError` (the policies then predict nothing too).
-A fit with b0 = 0 (no decrease seen) predicts convergence now (Optimus's criterion "no more decrease" is met):
+A fit with b0 = 0 (no decrease seen) predicts convergence now (a flat fit has no decrease left to wait for):
 0 additional iterations. No smoothing makes a fit on few early points look better than it is.
 """
 from __future__ import annotations
@@ -65,7 +65,7 @@ class OptimusFit:
 
     def converged_at(self, eps: float = 0.05) -> float:
         """k* = (b1 / b0)(1 / eps - 1): the iteration where the excess over b2 falls to ``eps`` of its value at
-        k = 0 (module docstring); 0 when b0 = 0 (no decrease: converged by Optimus's criterion)."""
+        k = 0 (module docstring); 0 when b0 = 0 (a flat fit: no decrease left)."""
         if not 0.0 < eps < 1.0:
             raise ValueError(f"eps must be in (0, 1), got {eps!r}")
         if self.b0 <= 0.0:
