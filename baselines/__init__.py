@@ -12,7 +12,8 @@ from .gandiva import Gandiva
 from .gavel import Gavel
 from .graphene import Graphene
 from .hlas import HLAS
-from .hlas_p import HLASP
+from .hlas_l import HLASL
+from .hlas_p import HLASP, HLASPStandin
 from .hypersched import HyperSched
 from .mlfs import MLFC, MLFH, MLFSHC, MLFSHCActions
 from .simple import EDF, FIFO, SJF, Random
@@ -22,7 +23,7 @@ from .tiresias import Tiresias
 from .unisched import UniSched
 
 REGISTRY: dict[str, type[Policy]] = {cls.name: cls for cls in (
-    MLFH, MLFSHC, MLFSHCActions, HLAS, HLASP, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF,
+    MLFH, MLFSHC, MLFSHCActions, HLAS, HLASP, HLASPStandin, HLASL, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF,
     EDF, Random, UniSched, SJFBSBF, SJFFFS, SJFBySize)}
 
 

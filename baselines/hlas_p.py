@@ -4,46 +4,159 @@ Everything of :class:`~clustergym.baselines.hlas.HLAS` (grouping, EFT placement 
 round-level rescheduling) stays; only the job order changes (§V-B):
 
 - **Expected size.** H_n(t) = (R_n^r(t) + R_n^p(t)) x T̄_n, with R^r the rounds run (iterations done) and R^p
-  the predicted additional rounds. The prediction is made once, when the job first meets the scheduler
-  (R^r = 0: "when a job goes out of the prediction module"), as R^p_0; afterwards R^p(t) = max(0, R^p_0 - R^r):
-  while the job runs inside its prediction, R^p falls as R^r grows and H stays put; once the prediction is
-  used up (R^p = 0) H grows with R^r as in HLAS. Hence H_n(t) = max(R^r, R^p_0) x T̄_n.
+  the predicted additional rounds. A prediction made at R^r = r0 says "p more rounds": its target is r0 + p, and
+  R^p(t) = max(0, r0 + p - R^r): while the job runs inside its prediction R^p falls as R^r grows and H stays put;
+  once it is used up (R^p = 0) H grows with R^r as in HLAS. Hence H_n(t) = max(R^r, r0 + p) x T̄_n.
 - **Queues.** The K queues of HLAS by H (same thresholds E_k); a new job with a prediction enters the queue of
   its expected size, not Q_1. Each queue has two sub-queues: q_k^1 (R^p > 0) before q_k^2 (R^p = 0); q_k^1 by
   R^p descending ("the job with larger R^p is scheduled first"), q_k^2 FIFO. HLAS's "a partly scheduled job
   first" is kept.
 
-**The predictor (our stand-in; the paper's is silent on numbers).** Hare's conservative predictor (Fig. 13)
-fits the loss curve, averages with similar jobs' history and shrinks the guess for NAS jobs that fall behind;
-its output is a lower bound on the remaining rounds. The simulator knows each job's true rounds to its
-stopping point (``Job.target_iters``), so the stand-in is a noisy, deliberately low oracle:
+**Hare's conservative predictor** (§V-A, Fig. 13), :class:`HLASP` (``hlas-p``). The paper gives its steps, no
+numbers; every value below is ours, exposed as a parameter:
+
+1. *Loss fit, partial.* Optimus's fit of the loss the job has produced so far
+   (:mod:`clustergym.baselines.size_predict`; convergence where the fitted excess over the asymptote is ``eps`` of
+   its initial value) gives the remaining rounds; only a limited number is predicted: α = min(fit, A_n), with
+   A_n = ``horizon_s`` / T̄_n, the rounds the job runs in ``horizon_s`` seconds on an average group (default
+   3600 s, HLAS's second threshold E_2). No fit (fewer than 3 loss points, e.g. a job that has not run, or
+   points the fit rejects): no α.
+2. *History.* Similar jobs = finished jobs of the same model in this episode (the simulator has no job names or
+   users; :class:`~clustergym.baselines.size_predict.History`). Their mean rounds give the historical remaining
+   h = min(max(0, mean - R^r), A_n) ("averaging α and practical rounds in history": rounds still to run, so
+   both terms count the same thing). R^p = (α + h) / 2 with both, the one there is with one, 0 with neither.
+3. *NAS groups* (shrink α for a job that falls behind its group): not modelled (the simulator has no NAS
+   groups).
+
+A prediction is made when the scheduler first sees the job, and again once it is used up (R^r has reached its
+target) and either the job's iterations have grown by ``refit_growth`` since the last attempt or a job of its
+model has finished since (a new record). R^p = 0 puts the job in q^2 with H = R^r T̄ (as in HLAS).
+
+**The seeded stand-in** (:class:`HLASPStandin`, ``hlas-p-standin``; kept for the earlier hare-hetero numbers,
+and as ``hlas-p-oracle`` with ``fraction=1, error=0``): it reads the job's true rounds to its stopping point
+(``Job.target_iters``), which no scheduler sees: a noisy, deliberately low oracle made once at first sight,
 R^p_0 = floor(``fraction`` x N_n x exp(``error`` x eps)), eps ~ N(0, 1) drawn from a stream seeded by
-(``seed``, job id) (deterministic, independent of the order jobs are seen). The paper gives no fraction or
-error; defaults ``fraction`` = 0.5 (conservative: half the true size) and ``error`` = 0.2 (a log-normal
-factor, about +-20 %). ``error`` = 0 with ``fraction`` = 1 is a clairvoyant size; ``fraction`` = 0 is HLAS
-(every job in q^2, FIFO, H = R^r T̄: the same order as HLAS). Hare's Fig. 12(c) is reproduced by the policy
-with a predictor that knows only "J3 runs at least 3 rounds" (tests/test_hlas_p.py).
+(``seed``, job id) (deterministic, independent of the order jobs are seen). Defaults ``fraction`` = 0.5 and
+``error`` = 0.2; ``error`` = 0 with ``fraction`` = 1 is a clairvoyant size; ``fraction`` = 0 is HLAS. Hare's
+Fig. 12(c) is reproduced by the ordering with a predictor that knows only "J3 runs at least 3 rounds"
+(tests/test_hlas_p.py).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 
 from clustergym.core.job import Job
 from clustergym.core.view import ClusterView
 
+from .base import Candidates, Command
 from .hlas import HLAS
+from .size_predict import History, LossFitError, LossFitParams, fit_optimus, observed_losses
 
 
 @dataclass
-class HLASP(HLAS):
-    """Hare's HLAS-P (module docstring): HLAS ordered by expected size with a conservative size prediction.
-    ``fraction`` and ``error``: the predictor's scale and log-normal error; ``seed``: its error stream."""
+class ExpectedSizeHLAS(HLAS):
+    """HLAS-P's ordering by expected size (module docstring) around a predictor: :meth:`predict_target` (the
+    rounds the job is predicted to reach; default: rounds done + :meth:`predict_rounds`) and :meth:`_retry`
+    (whether a used-up prediction is made again; default never)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._predicted: dict[int, tuple[float, float, int]] = {}  # jid -> (target, iterations at the attempt, records)
+
+    def new_episode(self, view: ClusterView) -> None:
+        super().new_episode(view)
+        self._predicted = {}
+
+    def predict_rounds(self, view: ClusterView, job: Job) -> float:
+        """R^p: the additional rounds predicted now."""
+        raise NotImplementedError
+
+    def predict_target(self, view: ClusterView, job: Job) -> float:
+        """The rounds the job is predicted to reach: R^r now + :meth:`predict_rounds`."""
+        return view.iters(job) + self.predict_rounds(view, job)
+
+    def _records(self, job: Job) -> int:
+        return 0
+
+    def _retry(self, view: ClusterView, job: Job, done_then: float, records_then: int) -> bool:
+        return False
+
+    def predicted(self, view: ClusterView, job: Job) -> float:
+        """The target (r0 + p) of the job's current prediction; predicted at first sight and per :meth:`_retry`."""
+        p = self._predicted.get(job.jid)
+        if p is None or (view.iters(job) >= p[0] and self._retry(view, job, p[1], p[2])):
+            p = self._predicted[job.jid] = (self.predict_target(view, job), view.iters(job), self._records(job))
+        return p[0]
+
+    def service(self, view: ClusterView, job: Job) -> float:
+        """H_n(t) = (R^r + R^p) x T̄_n = max(R^r, r0 + p) x T̄_n: the expected size."""
+        return max(view.iters(job), self.predicted(view, job)) * self.tbar(view, job)
+
+    def rank(self, view: ClusterView, job: Job) -> tuple:
+        """(queue by H, sub-queue q^1 before q^2, R^p descending in q^1, then FIFO)."""
+        left = max(0.0, self.predicted(view, job) - view.iters(job))
+        return (super().rank(view, job)[0], left <= 0.0, -left, job.spec.submit_time, job.jid)
+
+
+@dataclass
+class HLASP(LossFitParams, ExpectedSizeHLAS):
+    """Hare's HLAS-P with its conservative predictor (module docstring): loss fit capped at ``horizon_s`` of
+    rounds, averaged with the finished jobs of the same model. ``eps``, ``max_points``: the loss fit's
+    convergence fraction and points; ``refit_growth``: growth of the iterations done before a used-up prediction
+    is made again."""
 
     name = "hlas-p"
     source = "Hare/HLAS-P (Chen, Li, Wu, Guo, IEEE TCC 2024) §V-A/B, Figs. 12-13, 26-27"
+    horizon_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (math.isfinite(self.horizon_s) and self.horizon_s > 0):
+            raise ValueError(f"HLAS-P horizon_s must be a finite number > 0, got {self.horizon_s!r}")
+        self.history = History()
+
+    def new_episode(self, view: ClusterView) -> None:
+        super().new_episode(view)
+        self.history = History()
+
+    def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        self.history.update(view)
+        yield from super().preferences(view, cands)
+
+    def _records(self, job: Job) -> int:
+        return len(self.history.rounds.get(job.spec.model, ()))
+
+    def _retry(self, view: ClusterView, job: Job, done_then: float, records_then: int) -> bool:
+        return view.iters(job) > done_then * (1.0 + self.refit_growth) or self._records(job) != records_then
+
+    def predict_rounds(self, view: ClusterView, job: Job) -> float:
+        """R^p: the mean of the capped loss-fit α and the capped historical remaining (module docstring)."""
+        cap = self.horizon_s / self.tbar(view, job)
+        parts = []
+        ks, ls = observed_losses(view, job, self.max_points)
+        try:
+            fit = fit_optimus(ks, ls)
+        except LossFitError:  # (TooFewPoints included: no α)
+            fit = None
+        if fit is not None:
+            parts.append(min(cap, max(0.0, fit.converged_at(self.eps) - float(ks[-1]))))
+        mean = self.history.mean_rounds(job.spec.model)
+        if mean is not None:
+            parts.append(min(cap, max(0.0, mean - view.iters(job))))
+        return float(np.mean(parts)) if parts else 0.0
+
+
+@dataclass
+class HLASPStandin(ExpectedSizeHLAS):
+    """HLAS-P's ordering with the seeded stand-in predictor that reads the true size (module docstring).
+    ``fraction`` and ``error``: the predictor's scale and log-normal error; ``seed``: its error stream."""
+
+    name = "hlas-p-standin"
+    source = "Hare/HLAS-P ordering (IEEE TCC 2024 §V-B) with a seeded stand-in of its predictor (true size x fraction x noise)"
     fraction: float = 0.5
     error: float = 0.2
     seed: int = 0
@@ -54,30 +167,9 @@ class HLASP(HLAS):
             raise ValueError(f"HLAS-P fraction must be a finite number >= 0, got {self.fraction!r}")
         if not (math.isfinite(self.error) and self.error >= 0):
             raise ValueError(f"HLAS-P error must be a finite number >= 0, got {self.error!r}")
-        self._predicted: dict[int, float] = {}
 
-    def new_episode(self, view: ClusterView) -> None:
-        super().new_episode(view)
-        self._predicted = {}
-
-    def predict_rounds(self, view: ClusterView, job: Job) -> float:
-        """R^p_0: the conservative prediction of the job's rounds, made at its first sight (module docstring)."""
+    def predict_target(self, view: ClusterView, job: Job) -> float:
+        """R^p_0: the stand-in's prediction of the job's rounds, made once at its first sight."""
         total = view.iters(job) + view.remaining_iters(job)
         eps = np.random.default_rng((int(self.seed), int(job.jid))).standard_normal()
         return float(math.floor(self.fraction * total * math.exp(self.error * eps)))
-
-    def predicted(self, view: ClusterView, job: Job) -> float:
-        """R^p_0 of ``job``, predicted once and kept."""
-        p = self._predicted.get(job.jid)
-        if p is None:
-            p = self._predicted[job.jid] = self.predict_rounds(view, job)
-        return p
-
-    def service(self, view: ClusterView, job: Job) -> float:
-        """H_n(t) = (R^r + R^p) x T̄_n = max(R^r, R^p_0) x T̄_n: the expected size."""
-        return max(view.iters(job), self.predicted(view, job)) * self.tbar(view, job)
-
-    def rank(self, view: ClusterView, job: Job) -> tuple:
-        """(queue by H, sub-queue q^1 before q^2, R^p descending in q^1, then FIFO)."""
-        left = max(0.0, self.predicted(view, job) - view.iters(job))
-        return (super().rank(view, job)[0], left <= 0.0, -left, job.spec.submit_time, job.jid)

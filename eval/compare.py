@@ -326,6 +326,7 @@ def aggregate(out_dir: str | os.PathLike, runs: list[dict] | None = None, refere
 # --------------------------------------------------------------------------- CLI
 
 DEFAULT_SCENARIO = "clustergym/GPUCluster-v1"
+DEFAULT_POLICIES = ("mlf-h", "fifo")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -336,7 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--protocol", help="a benchmark protocol of eval/protocols.py: fixed scenarios, split and seeds")
     ap.add_argument("--list-protocols", action="store_true")
     ap.add_argument("--describe-protocol", metavar="NAME", help="print a protocol's scenarios, split and seeds")
-    ap.add_argument("--policies", nargs="+", default=["mlf-h", "fifo"], metavar="SPEC")
+    ap.add_argument("--policies", nargs="+", default=None, metavar="SPEC",
+                    help="policy specs (default mlf-h fifo); with --experiment: the labels of its policies to run")
     ap.add_argument("--scenarios", nargs="+", default=None, metavar="SPEC",
                     help=f"scenario specs (default {DEFAULT_SCENARIO})")
     ap.add_argument("--seeds", nargs="+", type=int, default=None,
@@ -383,9 +385,10 @@ def plan(a: argparse.Namespace) -> dict:
     if a.experiment:
         out = Path(a.out or f"results/{a.experiment}" + ("-quick" if a.quick else ""))
         exp = experiments.get(a.experiment)(out, quick=a.quick, seeds=a.seeds)
-        return {"out": out, "runs": exp["runs"], "reference": exp.get("reference"), "title": exp["title"],
+        return {"out": out, "runs": _only_policies(exp["runs"], a.policies, a.experiment),
+                "reference": exp.get("reference"), "title": exp["title"],
                 "notes": exp.get("notes", ""), "experiment": exp, "protocol": None}
-    policies = _parse_policies(a.policies)
+    policies = _parse_policies(a.policies or DEFAULT_POLICIES)
     scenarios = expand_loads([parse_scenario(s) for s in a.scenarios or [DEFAULT_SCENARIO]], a.loads, a.load_mode)
     common: dict = {}
     for kv in a.set:
@@ -393,6 +396,18 @@ def plan(a: argparse.Namespace) -> dict:
     runs = make_runs(policies, scenarios, a.seeds if a.seeds is not None else [0, 1, 2], common, a.max_steps)
     return {"out": Path(a.out or "results/sweep"), "runs": runs, "reference": a.reference,
             "title": "Evaluation sweep", "notes": "", "experiment": None, "protocol": None}
+
+
+def _only_policies(runs: list[dict], labels: Sequence[str] | None, experiment: str) -> list[dict]:
+    """An experiment's runs of the policies labelled ``labels`` (all of them for None); an unknown label is a
+    SweepSpecError."""
+    if not labels:
+        return runs
+    known = list(dict.fromkeys(r["policy"] for r in runs))
+    unknown = [x for x in labels if x not in known]
+    if unknown:
+        raise SweepSpecError(f"--policies {unknown}: not policies of experiment {experiment!r} (it has {known})")
+    return [r for r in runs if r["policy"] in set(labels)]
 
 
 def _parse_policies(specs: Sequence[str]) -> list[dict]:
@@ -414,7 +429,7 @@ def _protocol_plan(a: argparse.Namespace) -> dict:
         raise SweepSpecError(f"--protocol {a.protocol} fixes the scenarios, split and seeds: drop {', '.join(given)}"
                              f" (see --describe-protocol {a.protocol})")
     proto = protocols.get(a.protocol)
-    policies = _parse_policies(a.policies)
+    policies = _parse_policies(a.policies or DEFAULT_POLICIES)
     reference = a.reference or (proto.reference if proto.reference in {p["label"] for p in policies} else None)
     return {"out": Path(a.out or f"results/protocol-{proto.name}"), "runs": proto.runs(policies),
             "reference": reference, "title": f"Protocol {proto.name}", "notes": proto.summary, "experiment": None,

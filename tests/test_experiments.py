@@ -63,9 +63,23 @@ def test_placement_ablations_use_best_fit_and_refuse_unknown_values():
         baselines.make("graphene", placement="spread")
 
 
+def test_experiment_runs_restricted_to_some_of_its_policies(tmp_path):
+    from clustergym.eval import compare
+    from clustergym.eval.specs import SweepSpecError
+
+    a = compare.build_parser().parse_args(["--experiment", "hare-hetero", "--seeds", "0", "--out", str(tmp_path),
+                                           "--policies", "hlas", "hlas-l"])
+    runs = compare.plan(a)["runs"]
+    assert sorted({r["policy"] for r in runs}) == ["hlas", "hlas-l"] and len(runs) == 2 * 3
+    a.policies = ["hlas", "mlf-h"]
+    with pytest.raises(SweepSpecError, match="mlf-h"):
+        compare.plan(a)
+
+
 def test_hare_and_unisched_experiments_run_their_variants_and_pair_them(tmp_path):
     hare = {(r["policy"], r["policy_spec"]["name"]) for r in experiments.get("hare-hetero")(tmp_path / "h")["runs"]}
-    assert {("hlas-p", "hlas-p"), ("hlas-p-oracle", "hlas-p")} <= hare
+    assert {("hlas-p", "hlas-p"), ("hlas-l", "hlas-l"), ("hlas-p-standin", "hlas-p-standin"),
+            ("hlas-p-oracle", "hlas-p-standin")} <= hare
     uni = experiments.get("unisched-mix")(tmp_path / "u")["runs"]
     params = {r["policy"]: r["policy_spec"]["params"] for r in uni}
     assert params["unisched-noprof"] == {"profile_s": 0} and params["unisched-refest"] == {"profiled_estimates": False}
@@ -73,12 +87,15 @@ def test_hare_and_unisched_experiments_run_their_variants_and_pair_them(tmp_path
     from clustergym.eval.experiments_unisched import _claims_mix
 
     rows = [{"policy": p, "scenario": "4types", "seed": s, "mean_jct": v * (1 + s)} for s in range(3)
-            for p, v in (("hlas", 100.0), ("hlas-p", 70.0), ("hlas-p-oracle", 50.0), ("fifo", 140.0))]
+            for p, v in (("hlas", 100.0), ("hlas-p", 70.0), ("hlas-p-oracle", 50.0), ("fifo", 140.0),
+                         ("hlas-l", 98.0))]
     claims = {r["claim"]: r for r in _claims_hare({"episodes": pd.DataFrame(rows)})}
     assert "-30.0" in claims["4types: mean JCT HLAS-P vs hlas"]["measured"].replace("−", "-")
     assert claims["4types: mean JCT HLAS-P vs hlas"]["agrees"] == "yes (direction and size)"
     assert "+40.0" in claims["4types: mean JCT HLAS-P vs hlas-p-oracle (exact sizes: no prediction error)"]["measured"]
-    assert not any("tiresias" in c for c in claims)  # no tiresias runs: no row
+    assert "-2.0" in claims["4types: mean JCT HLAS-L vs hlas"]["measured"].replace("−", "-")
+    assert "-28.6" in claims["4types: mean JCT HLAS-P vs hlas-l"]["measured"].replace("−", "-")
+    assert not any("tiresias" in c or "standin" in c for c in claims)  # no tiresias or stand-in runs: no row
     rows = [{"policy": p, "scenario": "mix1", "seed": s, "slo_miss_rate": m * (1 + s), "mean_be_jct": j}
             for s in range(3) for p, m, j in (("unisched", 0.6, 900.0), ("unisched-noprof", 0.4, 1000.0),
                                               ("unisched-refest", 0.5, 1200.0))]

@@ -1,4 +1,5 @@
-"""Hare's HLAS-P (baselines/hlas_p.py): HLAS ordered by expected size with a conservative size prediction."""
+"""Hare's HLAS-P ordering (baselines/hlas_p.py) with the seeded stand-in predictor and a hand-made one; the paper's
+conservative predictor is tested in tests/test_size_predict.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 from clustergym import baselines
 from clustergym.baselines.base import run
 from clustergym.baselines.hlas import HLAS
-from clustergym.baselines.hlas_p import HLASP
+from clustergym.baselines.hlas_p import HLASP, HLASPStandin
 from clustergym.core.engine import SimConfig, Simulator
 from clustergym.core.view import ClusterView
 
@@ -49,7 +50,7 @@ def test_expected_size_sub_queues_and_the_prediction_stream():
                     models=helpers.models)
     assert sim.next_decision()
     view = ClusterView(sim)
-    pol = HLASP(fraction=0.5, error=0.0, thresholds=(600.0, 3600.0))
+    pol = HLASPStandin(fraction=0.5, error=0.0, thresholds=(600.0, 3600.0))
     pol.begin(view)
     jobs = [sim.job(j) for j in range(3)]
     # no error: R^p_0 = floor(0.5 x N); H = max(R^r, R^p_0) x T̄ with T̄ = 1 s here
@@ -58,15 +59,15 @@ def test_expected_size_sub_queues_and_the_prediction_stream():
     # job 0 in Q_1, jobs 1-2 in Q_2 (sub-queue q^1, larger R^p first): order 0, 2, 1
     assert sorted(range(3), key=lambda j: pol.rank(view, jobs[j])) == [0, 2, 1]
     # the error is a seeded log-normal factor per job, independent of the order jobs are seen
-    a, b = HLASP(seed=3), HLASP(seed=3)
+    a, b = HLASPStandin(seed=3), HLASPStandin(seed=3)
     a.begin(view)
     b.begin(view)
     assert [a.predicted(view, j) for j in jobs] == [b.predicted(view, j) for j in reversed(jobs)][::-1]
     assert [a.predicted(view, j) for j in jobs] != [500.0, 1000.0, 1500.0]
     with pytest.raises(ValueError, match="fraction"):
-        HLASP(fraction=-0.1)
+        HLASPStandin(fraction=-0.1)
     with pytest.raises(ValueError, match="error"):
-        HLASP(error=float("nan"))
+        HLASPStandin(error=float("nan"))
 
 
 def test_hlas_p_without_a_prediction_is_hlas():
@@ -77,6 +78,7 @@ def test_hlas_p_without_a_prediction_is_hlas():
         run(sim, pol)
         return [j.record.end_time for j in sim.jobs]
 
-    assert ends(HLASP(fraction=0.0)) == ends(HLAS())
-    assert ends(HLASP(fraction=1.0, error=0.0)) != ends(HLAS())
-    assert "hlas-p" in baselines.available() and isinstance(baselines.make("hlas-p"), HLASP)
+    assert ends(HLASPStandin(fraction=0.0)) == ends(HLAS())
+    assert ends(HLASPStandin(fraction=1.0, error=0.0)) != ends(HLAS())
+    assert isinstance(baselines.make("hlas-p"), HLASP) and not isinstance(baselines.make("hlas-p"), HLASPStandin)
+    assert isinstance(baselines.make("hlas-p-standin"), HLASPStandin)

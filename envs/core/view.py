@@ -118,6 +118,15 @@ class ClusterView:
         """Iterations left to the job's current stopping point."""
         return progress.remaining_iters_at(job, self._sim.now)
 
+    def observed_loss(self, job: Job, k: float) -> float:
+        """The training loss the job reported after iteration ``k`` (its learning curve at that point). Only the
+        prefix it has run can be read: ``k`` beyond the iterations done by now is a ValueError (a scheduler
+        cannot see a job's future loss)."""
+        done = self.iters(job)
+        if not 0.0 <= k <= done + 1e-9:
+            raise ValueError(f"job {job.jid} has run {done:g} iterations; its loss after iteration {k!r} is not observed yet")
+        return job.loss_at_iter(k)
+
     def running_time(self, job: Job) -> float:
         """Time the job has spent progressing, up to now."""
         return progress.running_time_at(job, self._sim.now)
