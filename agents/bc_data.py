@@ -55,23 +55,23 @@ class TrimmedRows:
     def dense(self, idx: np.ndarray) -> np.ndarray:
         """The states ``idx`` (integer indices) as one array (len(idx), *row_shape), padding rows zero."""
         idx = np.asarray(idx, dtype=np.int64)
-        counts = self.counts[idx]
+        state, row, src = self._kept(idx)
         out = np.zeros((len(idx), *self.row_shape), self.dtype)
-        total = int(counts.sum())
-        if total:
-            state = np.repeat(np.arange(len(idx)), counts)
-            first = np.repeat(np.cumsum(counts) - counts, counts)
-            row = np.arange(total) - first
-            out[state, row] = self.rows[np.repeat(self.starts[idx], counts) + row]
+        out[state, row] = self.rows[src]
         return out
 
     def subset(self, keep: np.ndarray) -> "TrimmedRows":
         """The states ``keep`` (a boolean mask or integer indices), in that order."""
         idx = np.flatnonzero(keep) if np.asarray(keep).dtype == bool else np.asarray(keep, dtype=np.int64)
+        return TrimmedRows(self.rows[self._kept(idx)[2]], self.counts[idx], self.row_shape, self.dtype)
+
+    def _kept(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For every kept row of the states ``idx``, in order: its position in ``idx``, its row in the state
+        and its index in ``self.rows``."""
         counts = self.counts[idx]
-        src = np.repeat(self.starts[idx], counts) + (np.arange(int(counts.sum()))
-                                                     - np.repeat(np.cumsum(counts) - counts, counts))
-        return TrimmedRows(self.rows[src], counts, self.row_shape, self.dtype)
+        state = np.repeat(np.arange(len(idx)), counts)
+        row = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        return state, row, np.repeat(self.starts[idx], counts) + row
 
     @staticmethod
     def concat(stores: Sequence["TrimmedRows"]) -> "TrimmedRows":

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from clustergym.core.job import Job
 from clustergym.core.view import ClusterView
 
 from .hlas import HLAS
-from .size_predict import LossFitError, LossFitParams, observed_losses, predict_remaining
+from .size_predict import LossFitParams, fitted_remaining
 
 
 @dataclass
@@ -52,11 +54,8 @@ class HLASL(LossFitParams, HLAS):
         done = view.iters(job)
         last = self._fits.get(job.jid)
         if last is None or done > last[0] * (1.0 + self.refit_growth):
-            ks, ls = observed_losses(view, job, self.max_points)
-            try:
-                end = (float(ks[-1]) if len(ks) else 0.0) + predict_remaining(ks, ls, self.eps)
-            except LossFitError:
-                end = 0.0
+            left = fitted_remaining(view, job, self.max_points, self.eps)  # None: no fit, nothing predicted
+            end = float(np.floor(done + 1e-9)) + (left or 0.0)  # from the last observed iteration
             last = self._fits[job.jid] = (done, end)
         return last[1]
 

@@ -54,7 +54,7 @@ from clustergym.core.view import ClusterView
 
 from .base import Candidates, Command
 from .hlas import HLAS
-from .size_predict import History, LossFitError, LossFitParams, fit_optimus, observed_losses
+from .size_predict import History, LossFitParams, fitted_remaining
 
 
 @dataclass
@@ -137,13 +137,9 @@ class HLASP(LossFitParams, ExpectedSizeHLAS):
         """R^p: the mean of the capped loss-fit α and the capped historical remaining (module docstring)."""
         cap = self.horizon_s / self.tbar(view, job)
         parts = []
-        ks, ls = observed_losses(view, job, self.max_points)
-        try:
-            fit = fit_optimus(ks, ls)
-        except LossFitError:  # (TooFewPoints included: no α)
-            fit = None
-        if fit is not None:
-            parts.append(min(cap, max(0.0, fit.converged_at(self.eps) - float(ks[-1]))))
+        alpha = fitted_remaining(view, job, self.max_points, self.eps)  # None: no fit, no α
+        if alpha is not None:
+            parts.append(min(cap, alpha))
         mean = self.history.mean_rounds(job.spec.model)
         if mean is not None:
             parts.append(min(cap, max(0.0, mean - view.iters(job))))

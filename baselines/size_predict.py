@@ -178,11 +178,28 @@ def observed_losses(view: ClusterView, job: Job, max_points: int = 32) -> tuple[
     """The (iteration, loss) points the job has reported so far: its loss after each whole iteration done
     (iterations 1 .. floor(done)), thinned to at most ``max_points`` evenly spaced ones (the last always kept).
     Only the prefix the job has run is read (:meth:`ClusterView.observed_loss`), never its total size."""
-    done = int(math.floor(view.iters(job) + 1e-9))
-    if done < 1:
-        return np.zeros(0), np.zeros(0)
-    ks = np.unique(np.round(np.linspace(1, done, min(done, max_points))).astype(np.int64)).astype(float)
+    ks = loss_points(int(math.floor(view.iters(job) + 1e-9)), max_points)
     return ks, np.array([view.observed_loss(job, k) for k in ks])
+
+
+def loss_points(done: int, max_points: int = 32) -> np.ndarray:
+    """The iterations whose loss a fit reads after ``done`` whole iterations: 1 .. done, thinned to at most
+    ``max_points`` evenly spaced ones (the last always kept); empty before the first iteration."""
+    if done < 1:
+        return np.zeros(0)
+    return np.unique(np.round(np.linspace(1, done, min(done, max_points))).astype(np.int64)).astype(float)
+
+
+def fitted_remaining(view: ClusterView, job: Job, max_points: int = 32, eps: float = 0.05) -> float | None:
+    """The rounds Optimus's fit of the job's observed loss (:func:`observed_losses`) predicts it still runs after
+    its last observed iteration, max(0, k* - last); None when there is no fit (too few or bad points: the
+    stated rules of the module docstring)."""
+    ks, ls = observed_losses(view, job, max_points)
+    try:
+        fit = fit_optimus(ks, ls)
+    except LossFitError:  # (TooFewPoints included)
+        return None
+    return max(0.0, fit.converged_at(eps) - float(ks[-1]))
 
 
 @dataclass

@@ -207,15 +207,14 @@ def loss_fit_table(budget: int = 10_000, fractions=(0.02, 0.1, 0.25, 0.5, 0.75),
     import numpy as np
     import pandas as pd
 
-    from clustergym.baselines.size_predict import LossFitError, predict_remaining
+    from clustergym.baselines.size_predict import LossFitError, loss_points, predict_remaining
     from clustergym.core.catalogue_data import get_model, model_names
 
     rows = {}
     for m in model_names():
         curve, row = get_model(m).curve, []
         for f in fractions:
-            done = int(f * budget)
-            ks = np.unique(np.round(np.linspace(1, done, min(done, max_points)))).astype(float)
+            ks = loss_points(int(f * budget), max_points)
             try:
                 row.append((ks[-1] + predict_remaining(ks, [curve.loss_at(k / budget) for k in ks], eps)) / budget)
             except LossFitError:
