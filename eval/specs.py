@@ -6,14 +6,17 @@ A **policy spec** is one of four kinds (:func:`parse_policy` tells them apart, :
 kind           spec                                           loaded, in the worker, as
 =============  =============================================  ================================================
 ``heuristic``  ``[label=]name[:key=value,...]``               ``baselines.make(name, env, **params)``
-``agent``      ``[label=]path.zip`` or a training run folder  an SB3 model (``clustergym.agents.io``)
+``agent``      ``[label=]path.zip[:decode=row-kind]`` or a    an SB3 model (``clustergym.agents.io``),
+               training run folder                            decoded as ``decode`` says
 ``rllib``      ``[label=]checkpoint-folder``                  ``clustergym.agents.rllib.RLlibPolicy`` (needs
                                                               the ``rllib`` extra)
 ``callable``   ``[label=]module:attr[:key=value,...]``        ``module.attr(env, **params)``: an object with
                                                               ``predict(obs, action_masks=...)`` like SB3's
 =============  =============================================  ================================================
 
-A spec that ends in ``.zip``, holds a path separator or starts with ``.`` is a file: an RLlib checkpoint if it
+An agent's one parameter, ``decode`` (``joint``, the default, or ``row-kind``), is how its deterministic action
+is read from its action distribution (:mod:`clustergym.agents.decode`). A spec that ends in ``.zip`` (before
+any ``:decode=...``), holds a path separator or starts with ``.`` is a file: an RLlib checkpoint if it
 is a folder with ``rllib_checkpoint.json``, else an SB3 agent. Otherwise ``module:attr`` with ``attr`` a dotted
 Python name (no ``=`` after the colon) is a callable, anything else a heuristic (``name:key=value`` sets a
 heuristic's parameters, so the two never read alike). A callable's module is imported as ``python -m`` would:
@@ -70,6 +73,7 @@ class PolicySpecError(SweepSpecError):
 
 RLLIB_MARKER = "rllib_checkpoint.json"  # RLlib's save_to_path writes it into every checkpoint folder
 RLLIB_HINT = "install the rllib extra (into a venv of its own): pip install 'clustergym[rllib]', or make test-rllib"
+_AGENT_PARAMS = re.compile(r"^(?P<path>.+?):(?P<kv>[A-Za-z_]\w*=[^/]*)$")  # path:key=value,... of a file
 _CALLABLE = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_][\w.]*)(?::(?P<kv>.*))?$")
 
 
@@ -124,9 +128,11 @@ def split_label(spec: str) -> tuple[str | None, str]:
 def parse_policy(spec: str) -> dict:
     """A policy spec (module docstring) -> {"label", "kind", "params", and "name" | "path" | "target"}."""
     label, body = split_label(spec)
-    if body.endswith(".zip") or os.sep in body or body.startswith("."):
-        kind = "rllib" if (Path(body) / RLLIB_MARKER).is_file() else "agent"
-        return {"label": safe_name(label or Path(body).stem), "kind": kind, "path": str(body), "params": {}}
+    m = _AGENT_PARAMS.match(body)
+    path, params = (m["path"], parse_kv(m["kv"])) if m and _is_file_spec(m["path"]) else (body, {})
+    if _is_file_spec(path):
+        kind = "rllib" if (Path(path) / RLLIB_MARKER).is_file() else "agent"
+        return {"label": safe_name(label or Path(path).stem), "kind": kind, "path": str(path), "params": params}
     m = _CALLABLE.match(body)
     if m:
         params = parse_kv(m["kv"] or "")
@@ -137,6 +143,10 @@ def parse_policy(spec: str) -> dict:
     params = parse_kv(kv)
     return {"label": safe_name(label or _with_params(name, params)), "kind": "heuristic", "name": name,
             "params": params}
+
+
+def _is_file_spec(body: str) -> bool:
+    return body.endswith(".zip") or os.sep in body or body.startswith(".")
 
 
 def _with_params(name: str, params: dict) -> str:
@@ -203,7 +213,11 @@ def check_policy(spec: dict, make_env: Callable[[], Any] | None = None) -> None:
             raise PolicySpecError(f"policy {label!r}: heuristic {spec['name']!r} with {spec['params']}: {e}") from e
     elif kind == "agent":
         _check_sb3_zip(spec)
+        _check_agent_params(spec)
     elif kind == "rllib":
+        if spec.get("params"):
+            raise PolicySpecError(f"policy {label!r}: an RLlib checkpoint takes no parameters (decode= is for SB3 "
+                                  f"agents), got {spec['params']}")
         if importlib.util.find_spec("ray") is None:
             raise PolicySpecError(f"policy {label!r}: {spec['path']} is an RLlib checkpoint and Ray is not "
                                   f"installed: {RLLIB_HINT}")
@@ -237,6 +251,18 @@ def _check_sb3_zip(spec: dict) -> None:
         raise PolicySpecError(f"policy {spec['label']!r}: {spec['path']} is not a readable zip ({e})") from e
     if "data" not in names:
         raise PolicySpecError(f"policy {spec['label']!r}: {p} is a zip but not an SB3 model (no 'data' entry)")
+
+
+def _check_agent_params(spec: dict) -> None:
+    from clustergym.agents.decode import check_decode
+
+    params = dict(spec.get("params", {}))
+    try:
+        check_decode(params.pop("decode", "joint"))
+    except ValueError as e:
+        raise PolicySpecError(f"policy {spec['label']!r}: {e}") from e
+    if params:
+        raise PolicySpecError(f"policy {spec['label']!r}: an agent takes only decode=, not {sorted(params)}")
 
 
 def check_policies(runs: Iterable[dict]) -> None:
@@ -288,9 +314,10 @@ def load_policy(spec: dict, env) -> Any:
         from clustergym.agents.rllib import RLlibPolicy
 
         return RLlibPolicy(spec["path"], env)
+    from clustergym.agents.decode import with_decode
     from clustergym.agents.io import load_agent
 
-    return load_agent(spec["path"], env=env)
+    return with_decode(load_agent(spec["path"], env=env), spec.get("params", {}).get("decode", "joint"))
 
 
 @functools.lru_cache(maxsize=64)
@@ -341,7 +368,8 @@ def policy_identity(spec: dict) -> dict:
         digest = file_sha256(p)
     except FileNotFoundError:
         p, digest = Path(spec["path"]).resolve(), None
-    return {"kind": "agent", "path": str(p), "sha256": digest}
+    ident = {"kind": "agent", "path": str(p), "sha256": digest}
+    return {**ident, "params": spec["params"]} if spec.get("params") else ident  # no key when default
 
 # --------------------------------------------------------------------------------------------- scenarios and runs
 

@@ -1,0 +1,87 @@
+"""How a trained agent's deterministic action is read from its action distribution.
+
+The env's flat action ``a = row * C + col`` (docs/env.md) splits one decision, *what to do with a row* (place
+its task, send it back to the queue, set a stop option), over the K destination columns of a placement. On a
+cluster with many interchangeable servers the policy spreads a placement's probability over their columns:
+on a 2,474-GPU window with 32 idle destinations shown, placing the first row carried 0.57 of the probability
+in all but no single column more than a stop option's 0.02-0.4, so the joint argmax set stop options and
+ended rounds while 981 tasks waited on an idle cluster (docs/training.md, "Deterministic decoding").
+
+Two decodings of the same distribution:
+
+- ``joint`` (SB3's ``deterministic=True``, the default): the single most probable action index.
+- ``row-kind``: the most probable (row, kind) decision, a placement's probability summed over its
+  destination columns, then the most probable column of that decision. It is the mode of what the stochastic
+  policy trained by PPO decides at the granularity of rows, so adding a copy of a destination does not
+  change which row is acted on. Ties go to the lower index, placements before the row's other actions, and
+  "end round" wins only if it is at least as probable as every decision.
+
+:class:`DecodedAgent` wraps a loaded SB3 model so that ``predict(obs, action_masks=..., deterministic=True)``
+decodes with ``row-kind``; stochastic sampling is unchanged.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch as th
+from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+
+DECODINGS: tuple[str, ...] = ("joint", "row-kind")
+
+
+def check_decode(decode: str) -> str:
+    if decode not in DECODINGS:
+        raise ValueError(f"unknown decode {decode!r}; choose one of {', '.join(DECODINGS)}")
+    return decode
+
+
+def row_kind_mode(probs: th.Tensor, W: int, C: int, K: int) -> th.Tensor:
+    """The ``row-kind`` action (B,) of action probabilities ``probs`` (B, W*C+1) laid out as the env's
+    (W rows x C columns, the first K of them destinations, then "end round"); masked actions have
+    probability 0."""
+    B = probs.shape[0]
+    grid = probs[:, :-1].reshape(B, W, C)
+    place = grid[:, :, :K].sum(-1, keepdim=True)  # (B, W, 1): the row's placement decision
+    decisions = th.cat((place, grid[:, :, K:]), -1).reshape(B, -1)  # (B, W * (C - K + 1))
+    best = decisions.argmax(-1)
+    row, kind = best // (C - K + 1), best % (C - K + 1)
+    column = th.where(kind == 0, grid[th.arange(B), row, :K].argmax(-1), K + kind - 1)
+    action = row * C + column
+    end_wins = probs[:, -1] >= decisions.gather(1, best.unsqueeze(1)).squeeze(1)
+    return th.where(end_wins, th.full_like(action, W * C), action)
+
+
+class DecodedAgent:
+    """A loaded SB3 model whose deterministic action is decoded with ``row-kind`` (module docstring); every
+    other attribute is the model's. ``predict`` takes SB3's arguments and returns (actions, None)."""
+
+    decode = "row-kind"
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    def predict(self, observation: dict, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True, action_masks: np.ndarray | None = None) -> tuple[np.ndarray, None]:
+        if not deterministic:
+            return self.model.predict(observation, state, episode_start, deterministic=False,
+                                      action_masks=action_masks)
+        policy = self.model.policy
+        policy.set_training_mode(False)
+        obs, vectorized = policy.obs_to_tensor(observation)
+        with th.no_grad():  # a plain-PPO pairwise policy masks inside its network, from obs["action_mask"]
+            dist = (policy.get_distribution(obs, action_masks=action_masks)
+                    if isinstance(policy, MaskableActorCriticPolicy) else policy.get_distribution(obs))
+            probs = dist.distribution.probs
+        B, W = obs["tasks"].shape[:2]
+        C = (probs.shape[-1] - 1) // W
+        actions = row_kind_mode(probs, W, C, obs["servers"].shape[1]).cpu().numpy()
+        return (actions if vectorized else actions[0]), None
+
+
+def with_decode(model: Any, decode: str) -> Any:
+    """``model`` as it decodes deterministic actions with ``decode`` (``joint``: the model itself)."""
+    return model if check_decode(decode) == "joint" else DecodedAgent(model)

@@ -1,0 +1,104 @@
+"""Deterministic decoding of an agent's action distribution (agents/decode.py) and the agent spec that picks it
+(eval/specs.py)."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch as th
+
+from clustergym.agents.decode import DecodedAgent, row_kind_mode, with_decode
+from clustergym.agents.io import load_agent
+from clustergym.agents.policies import overload_threshold, policy_spec
+from clustergym.eval import specs
+from clustergym.scenarios import make_env
+
+W, K, C = 2, 3, 6  # two rows, three destinations, then back-to-queue and two stop options
+
+
+def _probs(cells: dict[tuple[int, int], float], end: float = 0.0) -> th.Tensor:
+    p = th.zeros(W * C + 1)
+    for (row, col), v in cells.items():
+        p[row * C + col] = v
+    p[-1] = end
+    assert abs(float(p.sum()) - 1.0) < 1e-6
+    return p.unsqueeze(0)
+
+
+def test_a_placement_spread_over_destinations_beats_a_more_probable_single_action():
+    # row 0's placement: 0.18 on each of three destinations (0.54 in all); row 1's stop option: 0.36
+    p = _probs({(0, 0): 0.18, (0, 1): 0.18, (0, 2): 0.18, (1, 4): 0.36}, end=0.10)
+    assert int(p.argmax()) == 1 * C + 4  # the joint argmax sets the stop option
+    assert int(row_kind_mode(p, W, C, K)) == 0 * C + 0  # row 0 placed, on its first most probable column
+
+
+def test_the_most_probable_column_of_the_chosen_row_is_taken():
+    p = _probs({(1, 0): 0.1, (1, 2): 0.3, (0, 3): 0.2, (0, 5): 0.2}, end=0.2)
+    assert int(row_kind_mode(p, W, C, K)) == 1 * C + 2
+
+
+def test_a_single_column_decision_and_end_round():
+    p = _probs({(0, 0): 0.1, (0, 1): 0.1, (1, 3): 0.45}, end=0.35)
+    assert int(row_kind_mode(p, W, C, K)) == 1 * C + 3  # back to the queue, a decision of its own
+    p = _probs({(0, 0): 0.2, (0, 1): 0.2, (1, 3): 0.1}, end=0.5)
+    assert int(row_kind_mode(p, W, C, K)) == W * C  # end round beats every decision
+    p = _probs({(0, 0): 0.25, (0, 1): 0.25}, end=0.5)
+    assert int(row_kind_mode(p, W, C, K)) == W * C  # a tie goes to end round
+
+
+def test_batched_rows_decode_independently():
+    a = _probs({(0, 0): 0.18, (0, 1): 0.18, (0, 2): 0.18, (1, 4): 0.36}, end=0.10)
+    b = _probs({(1, 0): 0.1, (1, 2): 0.3, (0, 3): 0.2, (0, 5): 0.2}, end=0.2)
+    both = row_kind_mode(th.cat((a, b, a)), W, C, K)
+    assert both.tolist() == [0, 1 * C + 2, 0]
+
+
+def _agent(tmp_path):
+    from sb3_contrib import MaskablePPO
+
+    env = make_env("clustergym/GPUCluster-v1", {"window_jobs": 6})
+    cls, kw = policy_spec("pairwise", "maskable", overload_threshold=overload_threshold(env))
+    path = tmp_path / "agent.zip"
+    MaskablePPO(cls, env, policy_kwargs=kw, n_steps=64, batch_size=32, device="cpu", seed=0).save(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return env, path, load_agent(path, env=env)
+
+
+def test_a_decoded_agent_plays_valid_actions_and_matches_the_mode_of_its_distribution(tmp_path):
+    env, _, model = _agent(tmp_path)
+    agent = with_decode(model, "row-kind")
+    assert isinstance(agent, DecodedAgent) and with_decode(model, "joint") is model
+    u = env.unwrapped
+    obs, _ = env.reset(seed=3)
+    for _ in range(30):
+        mask = u.action_masks()
+        a, _ = agent.predict(obs, action_masks=mask, deterministic=True)
+        assert mask[int(a)]
+        t, _ = model.policy.obs_to_tensor(obs)
+        probs = model.policy.get_distribution(t, action_masks=mask).distribution.probs
+        assert int(a) == int(row_kind_mode(probs, u.window.W, u.window.C, u.window.K)[0])
+        s, _ = agent.predict(obs, action_masks=mask, deterministic=False)  # sampling is the model's
+        assert mask[int(s)]
+        obs, _, term, trunc, _ = env.step(int(a))
+        if term or trunc:
+            break
+    with pytest.raises(ValueError, match="unknown decode 'mean'"):
+        with_decode(model, "mean")
+
+
+def test_the_agent_spec_takes_decode_and_refuses_anything_else(tmp_path):
+    env, path, _ = _agent(tmp_path)
+    spec = specs.parse_policy(f"a={path}:decode=row-kind")
+    assert spec == {"label": "a", "kind": "agent", "path": str(path), "params": {"decode": "row-kind"}}
+    assert specs.policy_identity(spec)["params"] == {"decode": "row-kind"}
+    assert "params" not in specs.policy_identity(specs.parse_policy(str(path)))  # identities of old runs stay
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the pickle warning, tested in test_agents.py
+        assert isinstance(specs.load_policy(spec, env), DecodedAgent)
+    specs.check_policy(spec)
+    for bad, why in ((f"{path}:decode=mean", "unknown decode 'mean'"),
+                     (f"{path}:temperature=2", r"takes only decode=, not \['temperature'\]")):
+        with pytest.raises(specs.PolicySpecError, match=why):
+            specs.check_policy(specs.parse_policy(bad))
