@@ -21,11 +21,12 @@ decodes with ``row-kind``; stochastic sampling is unchanged.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch as th
-from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+
+if TYPE_CHECKING:
+    import torch as th
 
 DECODINGS: tuple[str, ...] = ("joint", "row-kind")
 
@@ -40,6 +41,8 @@ def row_kind_mode(probs: th.Tensor, W: int, C: int, K: int) -> th.Tensor:
     """The ``row-kind`` action (B,) of action probabilities ``probs`` (B, W*C+1) laid out as the env's
     (W rows x C columns, the first K of them destinations, then "end round"); masked actions have
     probability 0."""
+    import torch as th  # here, so that configs can name the decodings without importing torch
+
     B = probs.shape[0]
     grid = probs[:, :-1].reshape(B, W, C)
     place = grid[:, :, :K].sum(-1, keepdim=True)  # (B, W, 1): the row's placement decision
@@ -69,6 +72,9 @@ class DecodedAgent:
         if not deterministic:
             return self.model.predict(observation, state, episode_start, deterministic=False,
                                       action_masks=action_masks)
+        import torch as th
+        from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+
         policy = self.model.policy
         policy.set_training_mode(False)
         obs, vectorized = policy.obs_to_tensor(observation)

@@ -131,6 +131,20 @@ def test_config_count_dependencies_and_none_caps():
     assert _cfg({"bc_episodes": 0, "bc_steps": 0, "train_max_steps": None}).train_max_steps is None
 
 
+def test_row_kind_decoding_drives_the_evaluations_and_is_named_in_the_results(tmp_path, monkeypatch):
+    from clustergym.agents import decode
+
+    calls = []
+    real = decode.row_kind_mode
+    monkeypatch.setattr(decode, "row_kind_mode", lambda *a: calls.append(1) or real(*a))
+    out = tmp_path / "run"
+    ppo.train(_cfg({**TINY, "timesteps": 128, "bc_steps": 0, "eval_freq": 0, "final_eval_episodes": 1,
+                    "final_baselines": ["fifo"], "decode": "row-kind", "out": str(out)}))
+    assert calls  # the checkpoint selection's and the final table's agent steps went through it
+    assert "row-kind decoding" in (out / "results.md").read_text()
+    assert yaml.safe_load((out / "config.yaml").read_text())["decode"] == "row-kind"
+
+
 def test_no_final_table(tmp_path):
     out = tmp_path / "run"
     res = ppo.train(_cfg({**TINY, "timesteps": 128, "bc_steps": 0, "final_eval_episodes": 0, "out": str(out)}))
@@ -182,7 +196,8 @@ def test_every_setting_has_a_flag_read_as_its_type():
     ({"scenario": "clustergym/Nope-v0"}, "not a registered env id"),
     ({"net_arch": [64, 0]}, "net_arch must be a list of layer widths"),
     ({"share_encoder": "yes"}, "share_encoder must be true or false"),
-    ({"seed": -1}, "seed must be an integer >= 0")])
+    ({"seed": -1}, "seed must be an integer >= 0"),
+    ({"decode": "mean"}, r"decode must be one of \['joint', 'row-kind'\]")])
 def test_config_rejects_bad_values_by_name(overrides, message):
     with pytest.raises(ConfigError, match=message):
         _cfg(overrides)

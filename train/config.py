@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import yaml
 
+from clustergym.agents.decode import DECODINGS
 from clustergym.config import ConfigError
 from clustergym.reward import objective_names, single_objective_weights
 
@@ -86,6 +87,7 @@ class TrainConfig:
     eval_episodes: int = 5  # held-out windows per periodic evaluation
     val_seed: int = 20_000  # periodic-evaluation windows use reset(seed=val_seed + i)
     eval_max_steps: int | None = 10_000  # agent-step cap per periodic evaluation episode (MLF-H needs < 1,000)
+    decode: str = "joint"  # how evaluations read the agent's deterministic action (clustergym.agents.decode)
     select_metric: str = "mean_jct_censored"  # best checkpoint: fewest unfinished jobs, then the best mean of this
     eval_baselines: list[str] = field(default_factory=lambda: ["mlf-h", "mlfs-h+c", "fifo"])
     eval_seed: int = 10_000  # final-table windows use reset(seed=eval_seed + i)
@@ -149,7 +151,8 @@ _REALS = {"learning_rate": (0.0, math.inf, False), "bc_lr": (0.0, math.inf, Fals
           "gae_lambda": (0.0, 1.0, True), "clip_range": (0.0, math.inf, False), "ent_coef": (0.0, math.inf, True),
           "vf_coef": (0.0, math.inf, True), "max_grad_norm": (0.0, math.inf, False),
           "target_kl": (0.0, math.inf, False), "bc_value_coef": (0.0, math.inf, True)}
-_CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo"), "vec_env": ("dummy", "subproc")}
+_CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo"), "vec_env": ("dummy", "subproc"),
+            "decode": DECODINGS}
 
 
 def _is_int(v: Any) -> bool:
@@ -354,6 +357,10 @@ def _documented_flags() -> dict[str, dict]:
         "device": {"help": f"torch device (default {D.device})"},
         "policy": {"choices": _CHOICES["policy"], "help": f"network (default {D.policy})"},
         "algo": {"choices": _CHOICES["algo"], "help": f"MaskablePPO or plain PPO (default {D.algo})"},
+        "decode": {"choices": _CHOICES["decode"], "help": "how the periodic evaluations and the final table read the "
+                                                         "agent's deterministic action: joint = its most probable "
+                                                         "action, row-kind = its most probable row and command, then "
+                                                         f"column (docs/training.md; default {D.decode})"},
         "eval_episodes": {"type": int, "help": f"held-out windows per periodic evaluation (default {D.eval_episodes})"},
         "eval_freq": {"type": int, "help": f"env steps between periodic evaluations, 0 = none (default {D.eval_freq})"},
         "final_eval_episodes": {"type": int, "help": "held-out windows in the final table, 0 = none "

@@ -30,6 +30,7 @@ from typing import Sequence
 import numpy as np
 
 # absolute imports: this file also runs as a script (python train/ppo.py)
+from clustergym.agents.decode import with_decode
 from clustergym.config import ConfigError
 from clustergym.scenarios import make_env
 from clustergym.train.callbacks import (BCProgress, EvalCheckpointCallback, StopSignals, SummaryCallback,
@@ -215,7 +216,7 @@ def periodic_eval(cfg: TrainConfig, folder: RunFolder, model, logger) -> dict:
     from clustergym.eval.stats import episode_means
 
     t0 = time.time()
-    recs = evaluate(model, cfg.scenario, cfg.env_config("test"), progress(cfg.val_seeds(), "eval", cfg.progress_bar),
+    recs = evaluate(with_decode(model, cfg.decode), cfg.scenario, cfg.env_config("test"), progress(cfg.val_seeds(), "eval", cfg.progress_bar),
                     max_steps=cfg.eval_max_steps)
     s = episode_means(recs, cfg.select_metric)
     base = baseline_means(cfg, folder)
@@ -301,7 +302,8 @@ def final_table(cfg: TrainConfig, folder: RunFolder, model) -> tuple[str, list[d
     best = folder.path / "best_model.zip"
     agent = load_agent(best, device=cfg.device, algo=cfg.algo) if best.exists() else model
     which = f"best checkpoint (step {folder.state['best_step']:,})" if best.exists() else "final model"
-    return comparison_table(cfg, folder, agent, f"{cfg.policy}, {cfg.algo}, {which}", which)
+    return comparison_table(cfg, folder, with_decode(agent, cfg.decode),
+                            f"{cfg.policy}, {cfg.algo}, {which}, {cfg.decode} decoding", which)
 
 
 def comparison_table(cfg: TrainConfig, folder: RunFolder, agent, description: str,
