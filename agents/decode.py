@@ -3,8 +3,8 @@
 The env's flat action ``a = row * C + col`` (docs/env.md) splits one decision, *what to do with a row* (place
 its task, send it back to the queue, set a stop option), over the K destination columns of a placement. On a
 cluster with many interchangeable servers the policy spreads a placement's probability over their columns:
-on a 2,474-GPU window with 32 idle destinations shown, placing the first row carried 0.57 of the probability
-in all but no single column more than a stop option's 0.02-0.4, so the joint argmax set stop options and
+on a 2,474-GPU window with 32 rows and 32 idle destinations shown, placements carried 0.57 of the probability
+in all but none more than 0.003, against 0.10 for one stop option, so the joint argmax set stop options and
 ended rounds while 981 tasks waited on an idle cluster (docs/training.md, "Deterministic decoding").
 
 Two decodings of the same distribution:
