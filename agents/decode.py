@@ -17,7 +17,8 @@ Two decodings of the same distribution:
   "end round" wins only if it is at least as probable as every decision.
 
 :class:`DecodedAgent` wraps a loaded SB3 model so that ``predict(obs, action_masks=..., deterministic=True)``
-decodes with ``row-kind``; stochastic sampling is unchanged.
+decodes with ``row-kind``; stochastic sampling is unchanged. :func:`greedy_action` decodes one state's logits
+(RLlib checkpoints, ``agents/rllib.py``).
 """
 from __future__ import annotations
 
@@ -53,6 +54,21 @@ def row_kind_mode(probs: th.Tensor, W: int, C: int, K: int) -> th.Tensor:
     action = row * C + column
     end_wins = probs[:, -1] >= decisions.gather(1, best.unsqueeze(1)).squeeze(1)
     return th.where(end_wins, th.full_like(action, W * C), action)
+
+
+def greedy_action(logits: np.ndarray, mask: np.ndarray, obs: dict, decode: str) -> int:
+    """The deterministic action of one state's action ``logits`` (n,) under ``mask`` (n,), decoded with
+    ``decode``, the env's observation ``obs`` giving the layout (W task rows, K destination columns). For
+    policies that give logits rather than an SB3 distribution (the RLlib checkpoints of ``agents/rllib.py``)."""
+    masked = np.where(mask, np.asarray(logits, dtype=np.float64), -np.inf)
+    if check_decode(decode) == "joint":
+        return int(np.argmax(masked))
+    import torch as th
+
+    probs = np.exp(masked - masked.max())
+    W, K = obs["tasks"].shape[0], obs["servers"].shape[0]
+    C = (len(mask) - 1) // W
+    return int(row_kind_mode(th.as_tensor(probs / probs.sum()).unsqueeze(0), W, C, K)[0])
 
 
 class DecodedAgent:

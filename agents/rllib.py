@@ -9,7 +9,8 @@ Its observation space says which layout it reads: the env's own Dict observation
 MLP, ``--policy mlp``). :meth:`RLlibPolicy.predict` gives the module the observation in its layout and
 takes the action with the highest logit among those the mask allows (RLlib's greedy action, what evaluation
 uses; the action-masking module already sets masked logits to the float minimum, the mask is applied again
-so a module without masking stays valid).
+so a module without masking stays valid), or with ``decode="row-kind"`` the most probable row and kind of
+command first (:mod:`clustergym.agents.decode`).
 
 .. warning:: RLlib checkpoints hold pickled Python objects: loading one can run arbitrary code. Load only
    checkpoints you trust.
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .decode import check_decode, greedy_action
 
 MODULE_DIR = Path("learner_group") / "learner" / "rl_module"
 
@@ -39,7 +42,8 @@ def module_path(checkpoint: str | os.PathLike, module_id: str = "default_policy"
 class RLlibPolicy:
     """``RLlibPolicy(checkpoint, env).predict(obs, action_masks=mask) -> (array([action]), None)``."""
 
-    def __init__(self, checkpoint: str | os.PathLike, env: Any, module_id: str = "default_policy"):
+    def __init__(self, checkpoint: str | os.PathLike, env: Any, module_id: str = "default_policy",
+                 decode: str = "joint"):
         try:
             from ray.rllib.core.rl_module.rl_module import RLModule
         except ImportError as e:
@@ -55,6 +59,7 @@ class RLlibPolicy:
         # only the wrapper's observation() is used: the env is not stepped here
         self.layout = MaskedFlatObservation(env) if flat else None
         self.name = Path(checkpoint).name
+        self.decode = check_decode(decode)
 
     def predict(self, obs: dict, action_masks: np.ndarray | None = None, deterministic: bool = True,
                 **_: Any) -> tuple[np.ndarray, None]:
@@ -68,4 +73,4 @@ class RLlibPolicy:
         batch = {"obs": {k: torch.as_tensor(np.asarray(v, dtype=np.float32))[None] for k, v in x.items()}}
         with torch.no_grad():
             logits = self.module.forward_inference(batch)["action_dist_inputs"][0].numpy()
-        return np.array([int(np.argmax(np.where(mask, logits, -np.inf)))]), None
+        return np.array([greedy_action(logits, mask, obs, self.decode)]), None

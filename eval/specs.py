@@ -8,14 +8,14 @@ kind           spec                                           loaded, in the wor
 ``heuristic``  ``[label=]name[:key=value,...]``               ``baselines.make(name, env, **params)``
 ``agent``      ``[label=]path.zip[:decode=row-kind]`` or a    an SB3 model (``clustergym.agents.io``),
                training run folder                            decoded as ``decode`` says
-``rllib``      ``[label=]checkpoint-folder``                  ``clustergym.agents.rllib.RLlibPolicy`` (needs
+``rllib``      ``[label=]checkpoint-folder[:decode=...]``     ``clustergym.agents.rllib.RLlibPolicy`` (needs
                                                               the ``rllib`` extra)
 ``callable``   ``[label=]module:attr[:key=value,...]``        ``module.attr(env, **params)``: an object with
                                                               ``predict(obs, action_masks=...)`` like SB3's
 =============  =============================================  ================================================
 
-An agent's one parameter, ``decode`` (``joint``, the default, or ``row-kind``), is how its deterministic action
-is read from its action distribution (:mod:`clustergym.agents.decode`). A spec that ends in ``.zip`` (before
+An agent's (SB3 or RLlib) one parameter, ``decode`` (``joint``, the default, or ``row-kind``), is how its
+deterministic action is read from its action distribution (:mod:`clustergym.agents.decode`). A spec that ends in ``.zip`` (before
 any ``:decode=...``), holds a path separator or starts with ``.`` is a file: an RLlib checkpoint if it
 is a folder with ``rllib_checkpoint.json``, else an SB3 agent. Otherwise ``module:attr`` with ``attr`` a dotted
 Python name (no ``=`` after the colon) is a callable, anything else a heuristic (``name:key=value`` sets a
@@ -215,9 +215,7 @@ def check_policy(spec: dict, make_env: Callable[[], Any] | None = None) -> None:
         _check_sb3_zip(spec)
         _check_agent_params(spec)
     elif kind == "rllib":
-        if spec.get("params"):
-            raise PolicySpecError(f"policy {label!r}: an RLlib checkpoint takes no parameters (decode= is for SB3 "
-                                  f"agents), got {spec['params']}")
+        _check_agent_params(spec)
         if importlib.util.find_spec("ray") is None:
             raise PolicySpecError(f"policy {label!r}: {spec['path']} is an RLlib checkpoint and Ray is not "
                                   f"installed: {RLLIB_HINT}")
@@ -313,7 +311,7 @@ def load_policy(spec: dict, env) -> Any:
     if spec["kind"] == "rllib":
         from clustergym.agents.rllib import RLlibPolicy
 
-        return RLlibPolicy(spec["path"], env)
+        return RLlibPolicy(spec["path"], env, decode=spec.get("params", {}).get("decode", "joint"))
     from clustergym.agents.decode import with_decode
     from clustergym.agents.io import load_agent
 
@@ -360,7 +358,8 @@ def policy_identity(spec: dict) -> dict:
                 "sha256": file_sha256(Path(origin)) if origin else None}
     if kind == "rllib":
         p = Path(spec["path"]).resolve()
-        return {"kind": kind, "path": str(p), "sha256": tree_sha256(p) if p.is_dir() else None}
+        ident = {"kind": kind, "path": str(p), "sha256": tree_sha256(p) if p.is_dir() else None}
+        return {**ident, "params": spec["params"]} if spec.get("params") else ident
     from clustergym.agents.io import resolve_model_path
 
     try:

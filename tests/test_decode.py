@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch as th
 
-from clustergym.agents.decode import DecodedAgent, row_kind_mode, with_decode
+from clustergym.agents.decode import DecodedAgent, greedy_action, row_kind_mode, with_decode
 from clustergym.agents.io import load_agent
 from clustergym.agents.policies import overload_threshold, policy_spec
 from clustergym.eval import specs
@@ -52,6 +52,24 @@ def test_batched_rows_decode_independently():
     b = _probs({(1, 0): 0.1, (1, 2): 0.3, (0, 3): 0.2, (0, 5): 0.2}, end=0.2)
     both = row_kind_mode(th.cat((a, b, a)), W, C, K)
     assert both.tolist() == [0, 1 * C + 2, 0]
+
+
+def test_greedy_action_decodes_logits_under_the_mask():
+    # the RLlib path: one state's logits; row 0's placement spread over three columns, row 1's stop option alone
+    obs = {"tasks": np.zeros((W, 5)), "servers": np.zeros((K, 4))}
+    logits = np.full(W * C + 1, -5.0)
+    logits[[0, 1, 2]] = np.log(0.18)
+    logits[1 * C + 4] = np.log(0.36)
+    logits[1 * C + 5] = 3.0  # the most probable action, but masked
+    logits[-1] = np.log(0.10)
+    mask = np.ones(W * C + 1, dtype=bool)
+    mask[1 * C + 5] = False
+    assert greedy_action(logits, mask, obs, "joint") == 1 * C + 4
+    assert greedy_action(logits, mask, obs, "row-kind") == 0
+    mask[[0, 1, 2]] = False  # row 0 cannot be placed: the stop option is the most probable decision left
+    assert greedy_action(logits, mask, obs, "row-kind") == 1 * C + 4
+    with pytest.raises(ValueError, match="unknown decode"):
+        greedy_action(logits, mask, obs, "sample")
 
 
 def _agent(tmp_path):
@@ -102,3 +120,14 @@ def test_the_agent_spec_takes_decode_and_refuses_anything_else(tmp_path):
                      (f"{path}:temperature=2", r"takes only decode=, not \['temperature'\]")):
         with pytest.raises(specs.PolicySpecError, match=why):
             specs.check_policy(specs.parse_policy(bad))
+
+
+def test_an_rllib_checkpoint_spec_takes_decode_too(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / specs.RLLIB_MARKER).write_text("{}")
+    spec = specs.parse_policy(f"r={ckpt}:decode=row-kind")
+    assert spec["kind"] == "rllib" and spec["params"] == {"decode": "row-kind"}
+    assert specs.policy_identity(spec)["params"] == {"decode": "row-kind"}
+    with pytest.raises(specs.PolicySpecError, match="unknown decode 'mean'"):
+        specs.check_policy(specs.parse_policy(f"r={ckpt}:decode=mean"))
