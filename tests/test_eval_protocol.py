@@ -221,6 +221,9 @@ def test_an_rllib_checkpoint_plays_the_protocol_with_valid_actions(tmp_path):
     assert a["agent_steps"] > 0 and a["episode_return"] == b["episode_return"]  # greedy: deterministic
     with pytest.raises(ValueError, match="deterministic=False"):
         policy.predict(env.reset(seed=0)[0], deterministic=False)
+    decoded = RLlibPolicy(ckpt, env, decode="row-kind")
+    c = rollout(env, predictor(decoded, env, "rl-row-kind"), 30_000)  # a masked action would raise
+    assert c["agent_steps"] > 0
     out = tmp_path / "out"
     assert _main(out, "--protocol", "smoke-v1", "--policies", f"rl={ckpt}", "fifo") == 0
     doc = json.loads((out / "protocol.json").read_text())
