@@ -1,7 +1,7 @@
 """Which levers a trained agent's lead comes from: the same agent and heuristics on the same held-out windows
 with and without changeable stopping rules, and what the agent's actions do.
 
-    .venv/bin/python eval/agent_levers.py --agent runs/<run> [--seeds 10000 10019] [--out DIR]
+    .venv/bin/python eval/agent_levers.py --agent runs/<run> [--seeds 10000 10019] [--decode row-kind] [--out DIR]
 
 - **Settings.** ``default``: the scenario as trained (users submit run-all jobs the system may change; the
   agent and ``mlfs-h+c`` can set stop options). ``fixed-stop``: no job is changeable
@@ -25,6 +25,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from clustergym.agents.decode import DECODINGS, with_decode
 from clustergym.eval.experiment_kit import CONTENDED
 from clustergym.eval.files import atomic_write_csv, atomic_write_text
 from clustergym.eval.rollout import EVAL_DEFAULTS, Predictor, predictor, rollout
@@ -91,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="held-out windows reset(seed) FIRST..LAST (default: training's final-table windows)")
     ap.add_argument("--policies", nargs="+", default=["mlf-h", "mlfs-h+c", "mlfs-h+c-act"])
     ap.add_argument("--max-steps", type=int, default=10_000, help="agent-step cap per episode (training's)")
+    ap.add_argument("--decode", choices=DECODINGS, default="joint",
+                    help="how the agent's deterministic action is read (clustergym.agents.decode; default joint)")
     ap.add_argument("--out", type=Path, default=Path("runs/agent-levers"))
     a = ap.parse_args(argv)
     import torch
@@ -98,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from clustergym.agents.io import load_agent
 
     torch.set_num_threads(1)  # the small network runs fastest on one thread, and the machine's other core stays free
-    agent = load_agent(a.agent)  # a run folder: its best_model.zip (agents.io.resolve_model_path)
+    agent = with_decode(load_agent(a.agent), a.decode)  # a run folder: its best_model.zip (agents.io)
     seeds = range(a.seeds[0], a.seeds[1] + 1)
     a.out.mkdir(parents=True, exist_ok=True)
     recs: list[dict] = []
@@ -110,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     episodes = pd.DataFrame(recs)
     paired, md = tables(episodes)
     atomic_write_csv(paired, a.out / "paired.csv")
-    head = (f"# Levers of {a.agent} on {CONTENDED}\n\nHeld-out windows reset(seed) {a.seeds[0]}.."
+    head = (f"# Levers of {a.agent} ({a.decode} decoding) on {CONTENDED}\n\nHeld-out windows reset(seed) {a.seeds[0]}.."
             f"{a.seeds[1]}; settings: {', '.join(f'{k} {v}' for k, v in SETTINGS.items())}.\n\n")
     atomic_write_text(a.out / "levers.md", head + md)
     print(head + md)

@@ -41,3 +41,26 @@ def test_tables_pair_the_agent_per_setting():
     jct = paired[paired["metric"] == "mean_jct_censored"].set_index("setting")["mean_diff"]
     assert jct["default"] == -10.0 and jct["fixed-stop"] == 5.0
     assert "## default" in md and "## fixed-stop" in md
+
+
+def test_main_plays_the_agent_with_the_decoding_asked_for(tmp_path, monkeypatch):
+    import warnings
+
+    from sb3_contrib import MaskablePPO
+
+    from clustergym.agents import decode
+    from clustergym.agents.policies import overload_threshold, policy_spec
+    from clustergym.scenarios import make_env
+
+    env = make_env(L.CONTENDED)
+    cls, kw = policy_spec("pairwise", "maskable", overload_threshold=overload_threshold(env))
+    MaskablePPO(cls, env, policy_kwargs=kw, n_steps=64, batch_size=32, device="cpu", seed=0).save(tmp_path / "a.zip")
+    calls = []
+    real = decode.row_kind_mode
+    monkeypatch.setattr(decode, "row_kind_mode", lambda *a: calls.append(1) or real(*a))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the pickle warning, tested in test_agents.py
+        assert L.main(["--agent", str(tmp_path / "a.zip"), "--seeds", "10000", "10000", "--policies", "mlf-h",
+                       "--max-steps", "20", "--decode", "row-kind", "--out", str(tmp_path / "out")]) == 0
+    assert len(calls) == 2 * 20  # every agent step of both settings was decoded row-kind
+    assert "(row-kind decoding)" in (tmp_path / "out" / "levers.md").read_text()
