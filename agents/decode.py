@@ -56,6 +56,13 @@ def row_kind_mode(probs: th.Tensor, W: int, C: int, K: int) -> th.Tensor:
     return th.where(end_wins, th.full_like(action, W * C), action)
 
 
+def layout(n_actions: int, tasks_shape: tuple, servers_shape: tuple) -> tuple[int, int, int]:
+    """(W rows, C columns per row, K destination columns) of the env's flat action space of ``n_actions``
+    actions, from the shapes of the observation's ``tasks`` (..., W, F) and ``servers`` (..., K, F) arrays."""
+    W = tasks_shape[-2]
+    return W, (n_actions - 1) // W, servers_shape[-2]
+
+
 def greedy_action(logits: np.ndarray, mask: np.ndarray, obs: dict, decode: str) -> int:
     """The deterministic action of one state's action ``logits`` (n,) under ``mask`` (n,), decoded with
     ``decode``, the env's observation ``obs`` giving the layout (W task rows, K destination columns). For
@@ -66,16 +73,13 @@ def greedy_action(logits: np.ndarray, mask: np.ndarray, obs: dict, decode: str) 
     import torch as th
 
     probs = np.exp(masked - masked.max())
-    W, K = obs["tasks"].shape[0], obs["servers"].shape[0]
-    C = (len(mask) - 1) // W
+    W, C, K = layout(len(mask), obs["tasks"].shape, obs["servers"].shape)
     return int(row_kind_mode(th.as_tensor(probs / probs.sum()).unsqueeze(0), W, C, K)[0])
 
 
 class DecodedAgent:
     """A loaded SB3 model whose deterministic action is decoded with ``row-kind`` (module docstring); every
     other attribute is the model's. ``predict`` takes SB3's arguments and returns (actions, None)."""
-
-    decode = "row-kind"
 
     def __init__(self, model: Any) -> None:
         self.model = model
@@ -98,9 +102,8 @@ class DecodedAgent:
             dist = (policy.get_distribution(obs, action_masks=action_masks)
                     if isinstance(policy, MaskableActorCriticPolicy) else policy.get_distribution(obs))
             probs = dist.distribution.probs
-        B, W = obs["tasks"].shape[:2]
-        C = (probs.shape[-1] - 1) // W
-        actions = row_kind_mode(probs, W, C, obs["servers"].shape[1]).cpu().numpy()
+        actions = row_kind_mode(probs, *layout(probs.shape[-1], obs["tasks"].shape, obs["servers"].shape))
+        actions = actions.cpu().numpy()
         return (actions if vectorized else actions[0]), None
 
 

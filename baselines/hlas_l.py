@@ -28,7 +28,7 @@ from clustergym.core.job import Job
 from clustergym.core.view import ClusterView
 
 from .hlas import HLAS
-from .size_predict import LossFitParams, fitted_remaining
+from .size_predict import LossFitParams, fitted_remaining, refit_due
 
 
 @dataclass
@@ -53,7 +53,7 @@ class HLASL(LossFitParams, HLAS):
         predicted remaining, at the time of that fit); re-fitted per ``refit_growth``."""
         done = view.iters(job)
         last = self._fits.get(job.jid)
-        if last is None or done > last[0] * (1.0 + self.refit_growth):
+        if last is None or refit_due(done, last[0], self.refit_growth):
             left = fitted_remaining(view, job, self.max_points, self.eps)  # None: no fit, nothing predicted
             end = float(np.floor(done + 1e-9)) + (left or 0.0)  # from the last observed iteration
             last = self._fits[job.jid] = (done, end)

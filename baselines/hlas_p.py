@@ -54,7 +54,7 @@ from clustergym.core.view import ClusterView
 
 from .base import Candidates, Command
 from .hlas import HLAS
-from .size_predict import History, LossFitParams, fitted_remaining
+from .size_predict import History, LossFitParams, fitted_remaining, refit_due
 
 
 @dataclass
@@ -131,7 +131,7 @@ class HLASP(LossFitParams, ExpectedSizeHLAS):
         return len(self.history.rounds.get(job.spec.model, ()))
 
     def _retry(self, view: ClusterView, job: Job, done_then: float, records_then: int) -> bool:
-        return view.iters(job) > done_then * (1.0 + self.refit_growth) or self._records(job) != records_then
+        return refit_due(view.iters(job), done_then, self.refit_growth) or self._records(job) != records_then
 
     def predict_rounds(self, view: ClusterView, job: Job) -> float:
         """R^p: the mean of the capped loss-fit α and the capped historical remaining (module docstring)."""

@@ -157,6 +157,12 @@ def check_fit_params(who: str, eps: float, max_points: int, refit_growth: float)
         raise ValueError(f"{who} refit_growth must be >= 0, got {refit_growth!r}")
 
 
+def refit_due(done: float, done_then: float, growth: float) -> bool:
+    """Whether a job fitted when it had done ``done_then`` iterations is fitted again now that it has done
+    ``done``: once its iterations have grown by the fraction ``growth`` (the size predictors' ``refit_growth``)."""
+    return done > done_then * (1.0 + growth)
+
+
 @dataclass
 class LossFitParams:
     """The loss-fit parameters of the size-predicting policies (a dataclass mixin listed before the policy's base

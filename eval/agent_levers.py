@@ -113,8 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     episodes = pd.DataFrame(recs)
     paired, md = tables(episodes)
     atomic_write_csv(paired, a.out / "paired.csv")
-    head = (f"# Levers of {a.agent} ({a.decode} decoding) on {CONTENDED}\n\nHeld-out windows reset(seed) {a.seeds[0]}.."
-            f"{a.seeds[1]}; settings: {', '.join(f'{k} {v}' for k, v in SETTINGS.items())}.\n\n")
+    head = (f"# Levers of {a.agent} ({a.decode} decoding) on {CONTENDED}\n\n"
+            f"Held-out windows reset(seed) {a.seeds[0]}..{a.seeds[1]}; settings: "
+            f"{', '.join(f'{k} {v}' for k, v in SETTINGS.items())}.\n\n")
     atomic_write_text(a.out / "levers.md", head + md)
     print(head + md)
     return 0

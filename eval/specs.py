@@ -254,13 +254,13 @@ def _check_sb3_zip(spec: dict) -> None:
 def _check_agent_params(spec: dict) -> None:
     from clustergym.agents.decode import check_decode
 
-    params = dict(spec.get("params", {}))
     try:
-        check_decode(params.pop("decode", "joint"))
+        check_decode(_decode_of(spec))
     except ValueError as e:
         raise PolicySpecError(f"policy {spec['label']!r}: {e}") from e
-    if params:
-        raise PolicySpecError(f"policy {spec['label']!r}: an agent takes only decode=, not {sorted(params)}")
+    others = sorted(set(spec.get("params", {})) - {"decode"})
+    if others:
+        raise PolicySpecError(f"policy {spec['label']!r}: an agent takes only decode=, not {others}")
 
 
 def check_policies(runs: Iterable[dict]) -> None:
@@ -311,11 +311,16 @@ def load_policy(spec: dict, env) -> Any:
     if spec["kind"] == "rllib":
         from clustergym.agents.rllib import RLlibPolicy
 
-        return RLlibPolicy(spec["path"], env, decode=spec.get("params", {}).get("decode", "joint"))
+        return RLlibPolicy(spec["path"], env, decode=_decode_of(spec))
     from clustergym.agents.decode import with_decode
     from clustergym.agents.io import load_agent
 
-    return with_decode(load_agent(spec["path"], env=env), spec.get("params", {}).get("decode", "joint"))
+    return with_decode(load_agent(spec["path"], env=env), _decode_of(spec))
+
+
+def _decode_of(spec: dict) -> str:
+    """An agent spec's decoding (``joint`` unless its parameters say otherwise)."""
+    return spec.get("params", {}).get("decode", "joint")
 
 
 @functools.lru_cache(maxsize=64)
@@ -358,8 +363,8 @@ def policy_identity(spec: dict) -> dict:
                 "sha256": file_sha256(Path(origin)) if origin else None}
     if kind == "rllib":
         p = Path(spec["path"]).resolve()
-        ident = {"kind": kind, "path": str(p), "sha256": tree_sha256(p) if p.is_dir() else None}
-        return {**ident, "params": spec["params"]} if spec.get("params") else ident
+        return _with_agent_params({"kind": kind, "path": str(p), "sha256": tree_sha256(p) if p.is_dir() else None},
+                                  spec)
     from clustergym.agents.io import resolve_model_path
 
     try:
@@ -367,8 +372,13 @@ def policy_identity(spec: dict) -> dict:
         digest = file_sha256(p)
     except FileNotFoundError:
         p, digest = Path(spec["path"]).resolve(), None
-    ident = {"kind": "agent", "path": str(p), "sha256": digest}
-    return {**ident, "params": spec["params"]} if spec.get("params") else ident  # no key when default
+    return _with_agent_params({"kind": "agent", "path": str(p), "sha256": digest}, spec)
+
+
+def _with_agent_params(ident: dict, spec: dict) -> dict:
+    """An agent's identity with its parameters; without the key when it has none, so the identities of runs
+    made before agents took parameters still match."""
+    return {**ident, "params": spec["params"]} if spec.get("params") else ident
 
 # --------------------------------------------------------------------------------------------- scenarios and runs
 

@@ -216,8 +216,8 @@ def periodic_eval(cfg: TrainConfig, folder: RunFolder, model, logger) -> dict:
     from clustergym.eval.stats import episode_means
 
     t0 = time.time()
-    recs = evaluate(with_decode(model, cfg.decode), cfg.scenario, cfg.env_config("test"), progress(cfg.val_seeds(), "eval", cfg.progress_bar),
-                    max_steps=cfg.eval_max_steps)
+    recs = evaluate(with_decode(model, cfg.decode), cfg.scenario, cfg.env_config("test"),
+                    progress(cfg.val_seeds(), "eval", cfg.progress_bar), max_steps=cfg.eval_max_steps)
     s = episode_means(recs, cfg.select_metric)
     base = baseline_means(cfg, folder)
     m = cfg.select_metric
