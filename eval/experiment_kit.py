@@ -67,10 +67,11 @@ def agree_range(m: float, lo: float, hi: float, paper_lo: float, paper_hi: float
     if not np.isfinite(m):
         return "no data"
     paper_sign = np.sign(paper_lo + paper_hi)
-    lo_, hi_ = (lo, hi) if np.isfinite(lo) else (m, m)
-    significant = lo_ > 0 or hi_ < 0
     same = np.sign(m) == paper_sign
-    overlap = not (hi_ < min(paper_lo, paper_hi) or lo_ > max(paper_lo, paper_hi))
+    if not (np.isfinite(lo) and np.isfinite(hi)):  # one pair (or no spread): no interval, so no significance
+        return "no interval (n < 2); " + ("value in the paper's direction" if same else "value opposite")
+    significant = lo > 0 or hi < 0
+    overlap = not (hi < min(paper_lo, paper_hi) or lo > max(paper_lo, paper_hi))
     if significant and same:
         return "yes (direction and size)" if overlap else "direction yes, size no"
     if significant:

@@ -40,25 +40,38 @@ def hare_clusters():
             "4types": mk("4types", [("V100", 2), ("T4", 2), ("K80", 2), ("M60", 2)])}
 
 
+def write_clusters(out: Path, names: tuple[str, ...]) -> dict[str, str]:
+    """Write the named :func:`hare_clusters` levels to ``out/clusters/NAME.yaml`` (the env's ``cluster_file``);
+    returns name -> absolute path."""
+    from clustergym.core.presets import save_cluster
+
+    cdir = Path(out) / "clusters"
+    cdir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name in names:
+        path = (cdir / f"{name}.yaml").resolve()
+        save_cluster(hare_clusters()[name], path)
+        paths[name] = str(path)
+    return paths
+
+
+def hetero_scenarios(out: Path, jobs: int) -> list[dict]:
+    """hare-hetero's scenarios: the three levels' clusters with the same held-out Philly windows of ``jobs``
+    jobs at load 2, GPU counts 1/2/4/8."""
+    scen = [{"label": name, "env_id": LIGHT,
+             "kwargs": {"cluster_file": path, "window_jobs": jobs, "split": "test",
+                        "load": 2.0, "mapping": {"gpu_choices": [1, 2, 4, 8]}}}
+            for name, path in write_clusters(out, tuple(hare_clusters())).items()]
+    return expand_loads(scen, None)
+
+
 @experiment
 def hare_hetero(out: Path, quick: bool = False, seeds=None) -> dict:
     """Hare: HLAS vs 2D-LAS (tiresias) and FIFO over heterogeneity levels (V100; V100+K80; four types), with the
     HLAS variants that each switch one mechanism off."""
-    from clustergym.core.presets import save_cluster
-
     jobs = 15 if quick else 40
     seeds = seeds or ([0] if quick else list(range(8)))
-    cdir = Path(out) / "clusters"
-    cdir.mkdir(parents=True, exist_ok=True)
-    scen = []
-    for name, spec in hare_clusters().items():
-        path = (cdir / f"{name}.yaml").resolve()
-        save_cluster(spec, path)
-        scen.append({"label": name, "env_id": LIGHT,
-                     "kwargs": {"cluster_file": str(path), "window_jobs": jobs, "split": "test",
-                                "load": 2.0, "mapping": {"gpu_choices": [1, 2, 4, 8]}}})
-    scen = expand_loads(scen, None)
-    runs = make_runs([parse_policy(p) for p in HARE_POLICIES], scen, seeds)
+    runs = make_runs([parse_policy(p) for p in HARE_POLICIES], hetero_scenarios(out, jobs), seeds)
     notes = (f"Three 32-GPU clusters (8 servers x 4 GPUs, written to `clusters/*.yaml` and passed as the env's "
              f"`cluster_file`): V100 only; 4 V100 + 4 K80 servers; 2 servers each of V100, T4, K80, M60. "
              f"Held-out Philly windows of {jobs} jobs at load 2 with GPU counts drawn from 1/2/4/8 (Hare's jobs "
@@ -131,6 +144,131 @@ def _claims_hlas_p(ep, sc: str, where, have: set) -> list[dict]:
                   ("yes (lower)" if hi < 0 else "no (significant, higher)" if lo > 0 else "no significant effect"))
         rows.append({"claim": f"{sc}: mean JCT HLAS-P vs {other}", "paper": paper,
                      "measured": pct_ci(m, lo, hi, n), "agrees": agrees})
+    return rows
+
+
+# --------------------------------------------------------------------- does size knowledge pay when jobs queue?
+
+QUEUE_POLICIES = ("hlas", "hlas-p", "hlas-p-oracle=hlas-p-standin:fraction=1,error=0", "fifo")
+QUEUE_LOADS = (2.0, 8.0)
+QUEUE_CLUSTERS = ("v100", "v100-k80")
+
+
+@experiment
+def hare_queue(out: Path, quick: bool = False, seeds=None) -> dict:
+    """Hare's HLAS-P against HLAS as queueing grows: the hare-hetero windows with their arrivals compressed to
+    loads 2 and 8, on the V100 and V100 + K80 levels. Isolates whether knowing job sizes (the exact sizes, and
+    Hare's predictor) pays once waiting is a large share of a job's time."""
+    jobs = 15 if quick else 40
+    seeds = seeds or ([0] if quick else list(range(8)))
+    scen = [{"label": name, "env_id": LIGHT,
+             "kwargs": {"cluster_file": path, "window_jobs": jobs, "split": "test",
+                        "mapping": {"gpu_choices": [1, 2, 4, 8]}}}
+            for name, path in write_clusters(out, QUEUE_CLUSTERS).items()]
+    scen = expand_loads(scen, QUEUE_LOADS, mode="arrival")
+    runs = make_runs([parse_policy(p) for p in QUEUE_POLICIES], scen, seeds)
+    notes = (f"The hare-hetero setting ({jobs}-job held-out Philly windows, GPU counts 1/2/4/8, preemption on) on "
+             f"its V100-only and 4 V100 + 4 K80 levels, with the windows' arrivals compressed to offered loads "
+             f"{', '.join(f'{x:g}' for x in QUEUE_LOADS)} (the same windows at each load), seeds {seeds}. "
+             f"`hlas-p-oracle`: HLAS-P's ordering told every job's exact size. Reference: hlas. The claims add "
+             f"each policy's share of mean JCT spent waiting, from jobs.csv.")
+    return {"runs": runs, "reference": "hlas", "title": "hare-queue: does size knowledge pay when jobs queue?",
+            "notes": notes, "claims": _claims_queue}
+
+
+def _claims_queue(agg) -> list[dict]:
+    ep, jobs = agg["episodes"], agg["jobs"]
+    rows = []
+    for sc in dict.fromkeys(ep["scenario"]):
+        def where(d, s=sc):
+            return d["scenario"] == s
+
+        mine = jobs[where(jobs)]
+        share = {p: g["waiting_time"].sum() / (g["waiting_time"].sum() + g["running_time"].sum())
+                 for p, g in mine.groupby("policy")}
+        for other in ("hlas-p-oracle", "hlas-p"):
+            if other not in set(ep["policy"]):
+                continue
+            m, lo, hi, n = paired_rel(ep, other, "hlas", "mean_jct", where=where)
+            rows.append({"claim": f"{sc}: mean JCT {other} vs hlas",
+                         "paper": f"{HLASP_VS_HLAS:+.1%} for HLAS-P (1.42x lower; Hare Figs. 26-27)",
+                         "measured": f"{pct_ci(m, lo, hi, n)}; waiting share of JCT: hlas "
+                                     f"{share.get('hlas', float('nan')):.0%}, {other} "
+                                     f"{share.get(other, float('nan')):.0%}",
+                         "agrees": agree_range(m, lo, hi, HLASP_VS_HLAS - 0.1, HLASP_VS_HLAS + 0.1)})
+    return rows
+
+
+# Same mean duration as the Philly fit (9,082 s), so the same load means the same arrival rate; sigma sets the
+# tail: 2.1555 is the Philly fit (heavy: LAS already approximates shortest-first), 0.5 a light tail (a job's
+# attained service says little about what it has left, so only size knowledge can order by it).
+SIZE_SIGMAS = (0.5, 2.155537)
+PHILLY_MEAN_S = 9082.0
+
+
+@experiment
+def hare_sizes(out: Path, quick: bool = False, seeds=None) -> dict:
+    """HLAS-P against HLAS as the job-size tail changes: generated workloads with log-normal durations of the
+    Philly fit's mean and a light or the Philly tail, on the V100 and V100 + K80 levels at load 2. Isolates
+    whether the gain of knowing sizes over least-attained-service ordering depends on the size distribution."""
+    import math
+
+    jobs = 15 if quick else 40
+    seeds = seeds or ([0] if quick else list(range(8)))
+    scen = []
+    for name, path in write_clusters(out, QUEUE_CLUSTERS).items():
+        for sigma in SIZE_SIGMAS:
+            mu = math.log(PHILLY_MEAN_S) - sigma ** 2 / 2
+            scen.append({"label": f"{name}-sigma{sigma:.2g}", "env_id": LIGHT,
+                         "kwargs": {"cluster_file": path, "window_jobs": jobs, "workload": "generator",
+                                    "load": None, "generator": {"load": 2.0, "gpu_choices": [1, 2, 4, 8],
+                                                                "lognormal": [mu, sigma]}}})
+    runs = make_runs([parse_policy(p) for p in QUEUE_POLICIES], expand_loads(scen, None), seeds)
+    notes = (f"Generated windows of {jobs} jobs at load 2 (Poisson arrivals, GPU counts 1/2/4/8 uniform) on the "
+             f"V100-only and 4 V100 + 4 K80 levels, log-normal durations with mean {PHILLY_MEAN_S:,.0f} s (the "
+             f"Philly fit's) and sigma {' or '.join(f'{s:g}' for s in SIZE_SIGMAS)} (light tail, or the Philly "
+             f"fit's heavy tail), seeds {seeds}. Preemption on. Reference: hlas.")
+    return {"runs": runs, "reference": "hlas", "title": "hare-sizes: does size knowledge pay with a light tail?",
+            "notes": notes, "claims": _claims_queue}
+
+
+# One parameter of Hare's predictor moved at a time, each side of its default (docs/baselines.md: the paper
+# gives no value for either).
+PREDICTOR_VARIANTS = ("hlas-p-h900=hlas-p:horizon_s=900", "hlas-p-h14400=hlas-p:horizon_s=14400",
+                      "hlas-p-eps0.02=hlas-p:eps=0.02", "hlas-p-eps0.2=hlas-p:eps=0.2")
+
+
+@experiment
+def hare_predictor(out: Path, quick: bool = False, seeds=None) -> dict:
+    """How much HLAS-P's result depends on our choices for its predictor: the hare-hetero setting with the loss
+    fit's horizon cap (default one hour) and convergence fraction (default 5 %) moved one at a time."""
+    jobs = 15 if quick else 40
+    seeds = seeds or ([0] if quick else list(range(8)))
+    pols = ("hlas", "hlas-p") + PREDICTOR_VARIANTS
+    runs = make_runs([parse_policy(p) for p in pols], hetero_scenarios(out, jobs), seeds)
+    notes = (f"The hare-hetero setting (three 32-GPU levels, {jobs}-job held-out Philly windows at load 2, seeds "
+             f"{seeds}). `hlas-p` with its defaults (horizon_s = 3600, eps = 0.05) and with one of them moved: " +
+             "; ".join(f"`{p.split('=')[0]}`: {p.split(':')[1]}" for p in PREDICTOR_VARIANTS) +
+             ". Reference: hlas.")
+    return {"runs": runs, "reference": "hlas", "title": "hare-predictor: HLAS-P's predictor settings",
+            "notes": notes, "claims": _claims_predictor}
+
+
+def _claims_predictor(agg) -> list[dict]:
+    ep = agg["episodes"]
+    rows = []
+    for sc in dict.fromkeys(ep["scenario"]):
+        def where(d, s=sc):
+            return d["scenario"] == s
+
+        for p in ("hlas-p",) + tuple(v.split("=")[0] for v in PREDICTOR_VARIANTS):
+            if p not in set(ep["policy"]):
+                continue
+            m, lo, hi, n = paired_rel(ep, p, "hlas", "mean_jct", where=where)
+            rows.append({"claim": f"{sc}: mean JCT {p} vs hlas",
+                         "paper": f"{HLASP_VS_HLAS:+.1%} for HLAS-P (1.42x lower; Hare Figs. 26-27)",
+                         "measured": pct_ci(m, lo, hi, n),
+                         "agrees": agree_range(m, lo, hi, HLASP_VS_HLAS - 0.1, HLASP_VS_HLAS + 0.1)})
     return rows
 
 

@@ -327,7 +327,8 @@ def _finish_panels(fig, axes, n_used: int, title: str, path: Path) -> Path:
     for ax in list(axes.flat)[n_used:]:
         ax.axis("off")
     h, lab = axes.flat[0].get_legend_handles_labels()
-    fig.legend(h, lab, loc="lower center", ncol=min(len(lab), 8), fontsize=7, bbox_to_anchor=(0.5, -0.04))
+    if lab:  # a sweep of the reference policy alone draws no curves
+        fig.legend(h, lab, loc="lower center", ncol=min(len(lab), 8), fontsize=7, bbox_to_anchor=(0.5, -0.04))
     fig.suptitle(title, fontsize=9)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     return _save(fig, path)

@@ -1,4 +1,6 @@
 """The named experiments' sweeps: the settings each isolates, and their claims tables on synthetic episodes."""
+import math
+
 import pandas as pd
 import pytest
 
@@ -103,6 +105,49 @@ def test_hare_and_unisched_experiments_run_their_variants_and_pair_them(tmp_path
     assert "+50.0" in claims["slo_miss_rate: unisched vs unisched-noprof (the whole profiling phase)"]
     assert "-25.0" in claims["mean_be_jct: unisched vs unisched-refest (the profiled estimates (same time and GPUs))"
                              ].replace("−", "-")
+
+
+def test_hare_queue_and_sizes_change_only_the_load_or_the_tail(tmp_path):
+    from clustergym.eval.experiments_hare import PHILLY_MEAN_S, SIZE_SIGMAS
+
+    queue = experiments.get("hare-queue")(tmp_path / "q")["runs"]
+    by_scenario = {r["scenario"]: r["env_kwargs"] for r in queue if r["policy"] == "hlas" and r["seed"] == 0}
+    assert by_scenario["v100@x2"]["load"] == 2.0 and by_scenario["v100@x8"]["load"] == 8.0
+    assert {k: v for k, v in by_scenario["v100@x2"].items() if k != "load"} == \
+        {k: v for k, v in by_scenario["v100@x8"].items() if k != "load"}
+    sizes = experiments.get("hare-sizes")(tmp_path / "s")["runs"]
+    gens = {r["scenario"]: r["env_kwargs"]["generator"] for r in sizes if r["policy"] == "hlas" and r["seed"] == 0}
+    assert len(gens) == 2 * len(SIZE_SIGMAS)
+    for g in gens.values():  # every tail has the Philly fit's mean, so load 2 is the same arrival rate
+        mu, sigma = g["lognormal"]
+        assert math.exp(mu + sigma ** 2 / 2) == pytest.approx(PHILLY_MEAN_S)
+        assert g["load"] == 2.0
+    assert {r["policy"] for r in sizes} == {"hlas", "hlas-p", "hlas-p-oracle", "fifo"}
+    pred = experiments.get("hare-predictor")(tmp_path / "p")["runs"]
+    params = {r["policy"]: r["policy_spec"]["params"] for r in pred}
+    assert params["hlas-p"] == {} and params["hlas-p-h900"] == {"horizon_s": 900}
+    assert params["hlas-p-eps0.2"] == {"eps": 0.2}
+    hetero = experiments.get("hare-hetero")(tmp_path / "h")["runs"]
+
+    def settings(runs):  # the scenarios, with the cluster files' directory left out
+        return {(r["scenario"], r["seed"], str(sorted((k, str(v).split("/")[-1]) for k, v in r["env_kwargs"].items())))
+                for r in runs}
+    assert settings(pred) == settings(hetero)
+
+
+def test_queue_claims_report_the_waiting_share_and_need_two_pairs_for_significance():
+    from clustergym.eval.experiment_kit import agree_range
+    from clustergym.eval.experiments_hare import _claims_queue
+
+    ep = pd.DataFrame([{"policy": p, "scenario": "v100@x8", "seed": s, "mean_jct": v * (1 + s)} for s in range(3)
+                       for p, v in (("hlas", 100.0), ("hlas-p-oracle", 60.0))])
+    jobs = pd.DataFrame([{"policy": p, "scenario": "v100@x8", "seed": 0, "waiting_time": w, "running_time": 3.0}
+                         for p, w in (("hlas", 1.0), ("hlas-p-oracle", 3.0))])
+    (row,) = _claims_queue({"episodes": ep, "jobs": jobs})
+    assert "-40.0" in row["measured"].replace("−", "-")
+    assert "hlas 25%" in row["measured"] and "hlas-p-oracle 50%" in row["measured"]
+    assert row["agrees"] == "direction yes, size no"
+    assert agree_range(-0.3, float("nan"), float("nan"), -0.4, -0.2).startswith("no interval")
 
 
 def test_profiling_loss_counts_pair_strict_jobs_by_seed_and_job():
