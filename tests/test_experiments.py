@@ -133,6 +133,9 @@ def test_hare_queue_and_sizes_change_only_the_load_or_the_tail(tmp_path):
         return {(r["scenario"], r["seed"], str(sorted((k, str(v).split("/")[-1]) for k, v in r["env_kwargs"].items())))
                 for r in runs}
     assert settings(pred) == settings(hetero)
+    rsched = experiments.get("hare-rsched")(tmp_path / "r")["runs"]
+    sims = {r["scenario"]: r["env_kwargs"].get("sim") for r in rsched}
+    assert sims == {"v100": None, "v100-free-switch": {"suspend_s": 0.0, "resume_base_s": 0.0, "resume_per_gpu_s": 0.0}}
 
 
 def test_queue_claims_report_the_waiting_share_and_need_two_pairs_for_significance():
