@@ -36,7 +36,7 @@ overloads move tasks only towards their neighbours and never requeue (``nic_guar
 gives the measurements behind each.
 
 Stopping: MLFS's schedulers run every changeable job with OptStop (§4), so MLF-H first moves the jobs it sees
-to "opt-stop" (``system_stop_option``).
+to "opt-stop" (``system_stop_option``, the ``stop_option`` parameter).
 """
 from __future__ import annotations
 
@@ -48,6 +48,7 @@ from clustergym.core.job import Job, Task, TaskState
 from clustergym.core.loadcontrol import LoadControl
 from clustergym.core.resources import gpu_overloaded, overload_limits
 from clustergym.core.view import ClusterView
+from clustergym.core.workload import STOP_OPTIONS
 
 if TYPE_CHECKING:
     from clustergym.core.engine import Simulator
@@ -75,7 +76,9 @@ class MLFH(Policy):
 
     name = "mlf-h"
     source = "MLFS (Wang, Liu, Shen, CoNEXT'20) §3.3 Eqs. 2-6, §4.1 defaults"
-    system_stop_option = "opt-stop"  # MLFS §4: "we assume that all jobs use OptStop"
+    # the option every changeable job runs with: MLFS §4 "we assume that all jobs use OptStop"; "requirement"
+    # (stop as soon as the accuracy requirement is met) isolates how much an earlier stop is worth
+    stop_option: str = "opt-stop"
     alpha: float = 0.3
     gamma: float = 0.8
     gamma_d: float = 0.3
@@ -94,6 +97,15 @@ class MLFH(Policy):
     relieve_only: bool = True  # act on a server only if moving its candidates out can end its overload
     overload_persist_s: float = 600.0  # act on an overload only once it has lasted this long
     ps_first_across_jobs: bool = False  # ablation: a PS's +inf ranks its whole job before every other job
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.stop_option not in STOP_OPTIONS:
+            raise ValueError(f"{self.name}: stop_option must be one of {STOP_OPTIONS}, got {self.stop_option!r}")
+
+    @property
+    def system_stop_option(self) -> str:  # type: ignore[override]  (a parameter here, a class constant in Policy)
+        return self.stop_option
 
     # ------------------------------------------------------------------ priority
     def job_priorities(self, view: ClusterView, job: Job) -> list[float]:
