@@ -159,6 +159,21 @@ def test_mlfs_h_c_attaches_mlfc_restoring_optstop():
         LoadControl(restore_option="sometimes")
 
 
+def test_mlf_h_stop_option_parameter_sets_every_changeable_jobs_rule():
+    records = {}
+    for option in ("opt-stop", "requirement"):
+        sim = generator_sim(0, n_jobs=20)
+        pol = baselines.make("mlfs-h+c", stop_option=option)
+        run(sim, pol)
+        assert pol.controller.restore_option == option == pol.system_stop_option
+        records[option] = [(j.spec.stop_changeable, j.stop_option) for j in sim.jobs]
+    moved = [(a, b) for (changeable, a), (_, b) in zip(*records.values()) if changeable]
+    assert moved and all(b == "requirement" for _, b in moved)
+    assert any(a == "opt-stop" for a, _ in moved)
+    with pytest.raises(ValueError, match="stop_option must be one of"):
+        baselines.make("mlf-h", stop_option="sometimes")
+
+
 @pytest.mark.parametrize("seed", [0])
 def test_mlfc_changes_the_outcome_on_a_contended_window(seed):
     # a load-2 generator window: MLF-C switches jobs to their requirement and the mean JCT falls
