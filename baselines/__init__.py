@@ -15,7 +15,7 @@ from .hlas import HLAS
 from .hlas_l import HLASL
 from .hlas_p import HLASP, HLASPStandin
 from .hypersched import HyperSched
-from .mlfs import MLFC, MLFH, MLFSHC, MLFSHCActions
+from .mlfs import MLFC, MLFH, MLFHRequirement, MLFSHC, MLFSHCActions
 from .simple import EDF, FIFO, SJF, Random
 from .sjfbsbf import SJFBSBF, SJFFFS, SJFBySize
 from .slaq import SLAQ
@@ -23,7 +23,7 @@ from .tiresias import Tiresias
 from .unisched import UniSched
 
 REGISTRY: dict[str, type[Policy]] = {cls.name: cls for cls in (
-    MLFH, MLFSHC, MLFSHCActions, HLAS, HLASP, HLASPStandin, HLASL, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF,
+    MLFH, MLFSHC, MLFSHCActions, MLFHRequirement, HLAS, HLASP, HLASPStandin, HLASL, Gavel, Tiresias, Gandiva, Graphene, SLAQ, HyperSched, Fair, FIFO, SJF,
     EDF, Random, UniSched, SJFBSBF, SJFFFS, SJFBySize)}
 
 

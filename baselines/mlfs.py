@@ -337,6 +337,19 @@ class MLFSHC(MLFH):
 
 
 @dataclass
+class MLFHRequirement(MLFH):
+    """MLF-H with every changeable job stopped as soon as its accuracy requirement is met: MLF-C's fallback option
+    for all such jobs all the time, not only under overload. Our variant, not a scheduler of MLFS, which runs
+    every job with OptStop (§4) because users want the best accuracy their budget gives; it trades mean accuracy
+    for JCT and shows how much of a policy's lead on a scenario is the stopping rule alone. It acts through
+    "stop-option" commands only (no controller), so an agent can clone it."""
+
+    name = "mlf-h-req"
+    source = "MLFS (CoNEXT'20) §3.3 (MLF-H) with MLF-C's 'requirement' option for every changeable job (our variant)"
+    stop_option: str = "requirement"
+
+
+@dataclass
 class MLFSHCActions(MLFH):
     """MLFS-H+C acting only through the env's actions: MLF-H, then MLF-C's stop-option changes as "stop-option"
     commands instead of a controller attached to the simulator. This is the form an agent can imitate (an

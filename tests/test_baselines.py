@@ -34,8 +34,8 @@ def first_decision(sim):
 # ------------------------------------------------------------------------------------------- registry
 
 def test_registry_names_and_defaults():
-    assert baselines.available() == ["mlf-h", "mlfs-h+c", "mlfs-h+c-act", "hlas", "hlas-p", "hlas-p-standin",
-                                     "hlas-l", "gavel", "tiresias", "gandiva", "graphene", "slaq", "hypersched",
+    assert baselines.available() == ["mlf-h", "mlfs-h+c", "mlfs-h+c-act", "mlf-h-req", "hlas", "hlas-p",
+                                     "hlas-p-standin", "hlas-l", "gavel", "tiresias", "gandiva", "graphene", "slaq", "hypersched",
                                      "fair", "fifo", "sjf", "edf", "random", "unisched", "sjf-bsbf", "sjf-ffs", "sjf-gpu"]
     p = baselines.make("mlf-h")
     assert (p.alpha, p.gamma, p.gamma_d, p.gamma_r, p.gamma_w, p.h_r, p.p_s) == (0.3, 0.8, 0.3, 0.3, 0.35, None, 0.10)

@@ -47,7 +47,8 @@ class TrainConfig:
     # the teacher: a heuristic that acts through the env's actions alone, or "best": the best of
     # expert_candidates on expert_episodes training windows by select_metric (train/teacher.py)
     expert: str = "best"
-    expert_candidates: list[str] = field(default_factory=lambda: ["mlf-h", "mlfs-h+c-act", "tiresias", "sjf"])
+    expert_candidates: list[str] = field(default_factory=lambda: ["mlf-h", "mlfs-h+c-act", "mlf-h-req", "tiresias",
+                                                                   "sjf"])
     expert_episodes: int = 5
     # a heuristic: train on the env's reward minus its reward on the same window (agents/relative_reward.py, an
     # input-dependent baseline; train/long.yaml uses it); None = the env's own reward
@@ -94,7 +95,7 @@ class TrainConfig:
     final_eval_episodes: int = 20  # held-out windows in the final results table
     final_eval_max_steps: int | None = 10_000  # agent-step cap per final evaluation episode (None = env's)
     final_baselines: list[str] = field(default_factory=lambda: ["random", "fifo", "tiresias", "mlf-h", "mlfs-h+c",
-                                                                 "mlfs-h+c-act"])
+                                                                 "mlfs-h+c-act", "mlf-h-req"])
     log_every: int = 2  # one-line summary every this many PPO rollouts
     progress_bar: bool = True
     out: str | None = None  # run folder; None = runs/<scenario>-<timestamp>
