@@ -54,7 +54,8 @@ if TYPE_CHECKING:
     from clustergym.core.engine import Simulator
 
 from .base import (Candidates, Command, Policy, comm_neighbours, comm_to_servers, ideal_host_order,
-                   ideal_task_choice, job_fits, keep_ps_with_workers, restrict, server_mask)
+                   ideal_task_choice, job_fits, keep_ps_with_workers, restrict, server_mask,
+                   system_stop_commands)
 
 
 def loss_ratio(job: Job, iters: float | None = None) -> tuple[int, float]:
@@ -347,6 +348,29 @@ class MLFHRequirement(MLFH):
     name = "mlf-h-req"
     source = "MLFS (CoNEXT'20) §3.3 (MLF-H) with MLF-C's 'requirement' option for every changeable job (our variant)"
     stop_option: str = "requirement"
+    # the share of changeable jobs stopped at the requirement, each job chosen by a fixed draw from its id; the
+    # others run with OptStop as under MLF-H (a dose-response of the stopping lever)
+    fraction: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 <= self.fraction <= 1.0:
+            raise ValueError(f"{self.name}: fraction must be in [0, 1], got {self.fraction!r}")
+
+    def system_stop_preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        if self.fraction >= 1.0:
+            yield from super().system_stop_preferences(view, cands)
+            return
+        for option, chosen in ((self.stop_option, True), ("opt-stop", False)):
+            for cmd in system_stop_commands(view, cands, option):
+                if (job_draw(cmd.jid) < self.fraction) == chosen:
+                    yield cmd
+
+
+def job_draw(jid: int) -> float:
+    """A fixed number in [0, 1) for a job id (Knuth's multiplicative hash): the same jobs are chosen in every
+    episode and process."""
+    return ((int(jid) * 2654435761) % 2**32) / 2**32
 
 
 @dataclass

@@ -12,6 +12,7 @@ from scipy.stats import norm
 
 from clustergym import baselines
 from clustergym.baselines.base import run
+from clustergym.baselines.mlfs import job_draw
 from clustergym.core.catalogue import ModelProfile
 from clustergym.core.config import SimConfig
 from clustergym.core.curves import LearningCurve
@@ -172,6 +173,25 @@ def test_mlf_h_stop_option_parameter_sets_every_changeable_jobs_rule():
     assert any(a == "opt-stop" for a, _ in moved)
     with pytest.raises(ValueError, match="stop_option must be one of"):
         baselines.make("mlf-h", stop_option="sometimes")
+
+
+def test_mlf_h_req_fraction_is_a_dose_of_the_stopping_lever():
+    def finals(**params):
+        sim = generator_sim(0, n_jobs=20)
+        out = run(sim, baselines.make("mlf-h-req", **params))
+        return [j.stop_option for j in sim.jobs], out["mean_jct"]
+
+    plain, jct = finals()
+    assert set(plain) == {"requirement"}
+    none, jct0 = finals(fraction=0.0)
+    sim = generator_sim(0, n_jobs=20)
+    assert jct0 == run(sim, baselines.make("mlf-h"))["mean_jct"]  # no job chosen: MLF-H itself
+    assert [j.stop_option for j in sim.jobs] == none
+    half, _ = finals(fraction=0.5)
+    chosen = [job_draw(j) < 0.5 for j in range(20)]
+    assert [o == "requirement" for o in half] == chosen and 0 < sum(chosen) < 20
+    with pytest.raises(ValueError, match="fraction must be in"):
+        baselines.make("mlf-h-req", fraction=1.5)
 
 
 @pytest.mark.parametrize("seed", [0])
