@@ -182,6 +182,9 @@ class PlacementPlan:
     cross: dict[tuple[int, int], float]  # {(server a, server b): MB per iteration}, a < b, in first-seen order
     cross_servers: frozenset[int]  # the servers in ``cross``'s pairs
     cross_order: tuple[int, ...]  # the same servers in server order
+    # ``cross`` as arrays, in the same order (the NIC-load kernel's input): the pairs (n, 2) and their MB
+    cross_ab: np.ndarray
+    cross_mb: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -262,7 +265,7 @@ def link_plan(g: JobGraph, servers, gpus) -> PlacementPlan:
     order = sorted(set(ca + cb))
     return PlacementPlan(g, links, np.empty(n_links), 0.0, g_start, g_task, n_groups,
                          int(servers[0]) if g.ps else -1, ps_cross_mb, dict(zip(zip(ca, cb), cross_mb[:n_cross].tolist())),
-                         frozenset(order), tuple(order))
+                         frozenset(order), tuple(order), cross_ab[:n_cross], cross_mb[:n_cross])
 
 
 _NO_SHARE = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))

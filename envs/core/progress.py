@@ -28,14 +28,15 @@ from .accumulation import compute_factor
 from .dag import critical_time, job_graph, link_plan, retime
 from .job import JOB_ACTIVE, Job, Task, TASK_WAITING
 
-_NO_TRAFFIC = (0.0, {}, frozenset())
+_NO_PAIRS = (np.empty((0, 2), dtype=np.int64), np.empty(0))
+_NO_TRAFFIC = (0.0, {}, frozenset(), _NO_PAIRS)
 
 
 class Pace:
     """The progress layer's private state of one job (``job._pace``); nothing else reads it."""
 
     __slots__ = ("graph", "plan", "nic_key", "unit_compute", "slots", "slow_key", "iter_times", "cross",
-                 "cross_total", "cross_servers", "scheduled")
+                 "cross_total", "cross_servers", "cross_pairs", "scheduled")
 
     def __init__(self, n_tasks: int) -> None:
         self.graph = None  # dag.JobGraph (placement-independent), built at the first full placement
@@ -50,6 +51,7 @@ class Pace:
         self.cross: dict = {}  # {(server a, server b): MB per iteration} of the current plan while running
         self.cross_total = 0.0  # sum of ``cross``
         self.cross_servers: frozenset = frozenset()  # the servers in ``cross``'s pairs
+        self.cross_pairs: tuple = _NO_PAIRS  # ``cross`` as arrays: (servers (n, 2), MB (n,)), the same order
         self.scheduled: tuple | None = None  # (rate, target, paused_until) of the pending completion
 
 
@@ -109,10 +111,10 @@ def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int],
     crossing each server's NIC, as the resources layer counts them) and the slowdowns of its slots (each task
     runs at the largest of its server's contention, its GPU's over-commit contention and its job's co-location
     interference ratio on that GPU, ``gpu_xi[g]``: :mod:`clustergym.core.interference`). Returns (old traffic,
-    new traffic), each (rate, {(server a, server b): MB per iteration}, servers), when the job's NIC traffic
-    changed, else None."""
+    new traffic), each (rate, {(server a, server b): MB per iteration}, servers, the pairs as arrays), when the
+    job's NIC traffic changed, else None."""
     p = job._pace
-    old_cross, old_servers = p.cross, p.cross_servers
+    old_cross, old_servers, old_pairs = p.cross, p.cross_servers, p.cross_pairs
     old_rate = rate = job.rate
     if job.n_placed == len(job.tasks):
         plan = p.plan
@@ -142,15 +144,17 @@ def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int],
             if old_cross is not plan.cross:
                 p.cross = plan.cross
                 p.cross_servers = plan.cross_servers
+                p.cross_pairs = (plan.cross_ab, plan.cross_mb)
                 p.cross_total = sum(plan.cross.values())
     else:
         job.rate = rate = 0.0
         p.cross = {}
         p.cross_servers = frozenset()
+        p.cross_pairs = _NO_PAIRS
         p.cross_total = 0.0
     # NIC loads change only for a job with cross-server traffic before or after (most jobs have none)
     if (old_cross or p.cross) and (old_rate != rate or old_cross is not p.cross):
-        return (old_rate, old_cross, old_servers), (rate, p.cross, p.cross_servers)
+        return (old_rate, old_cross, old_servers, old_pairs), (rate, p.cross, p.cross_servers, p.cross_pairs)
     return None
 
 
@@ -170,9 +174,9 @@ def stop(job: Job) -> tuple:
     """The job stops progressing for good (it ended): rate 0, no traffic. Returns (old traffic, new traffic)
     as :func:`refresh_rate`."""
     p = job._pace
-    old = (job.rate, p.cross, p.cross_servers)
+    old = (job.rate, p.cross, p.cross_servers, p.cross_pairs)
     job.rate = 0.0
-    p.cross, p.cross_servers = {}, frozenset()
+    p.cross, p.cross_servers, p.cross_pairs = {}, frozenset(), _NO_PAIRS
     return old, _NO_TRAFFIC
 
 
