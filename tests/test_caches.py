@@ -75,6 +75,11 @@ def check_simulator(sim) -> None:
         servers = [t.server for t in job.tasks]
         gpus = [t.gpu for t in job.tasks]
         assert p.slots == list(zip(servers, gpus))
+        assert p.servers.tolist() == servers and p.gpus.tolist() == gpus
+        # slowdowns kept across refreshes: what the slots read now, unless the resources layer reported a change
+        if p.slowdowns is not None and job not in res.slow_changed:
+            assert p.slowdowns == tuple(max(c.server_slow[s], c.gpu_slow[g], res.gpu_xi[g].get(job, 1.0)) if g >= 0
+                                        else c.server_slow[s] for s, g in p.slots)
         assert p.unit_compute == [t.t.compute_share * job.model.iter_time(c.gpu_type[t.gpu]) if t.gpu >= 0 else 0.0
                                   for t in job.tasks]
         # each NIC the job crosses gives it an equal share among the jobs crossing it

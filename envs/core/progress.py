@@ -35,8 +35,8 @@ _NO_TRAFFIC = (0.0, {}, frozenset(), _NO_PAIRS)
 class Pace:
     """The progress layer's private state of one job (``job._pace``); nothing else reads it."""
 
-    __slots__ = ("graph", "plan", "nic_key", "unit_compute", "slots", "slow_key", "iter_times", "cross",
-                 "cross_total", "cross_servers", "cross_pairs", "scheduled")
+    __slots__ = ("graph", "plan", "nic_key", "unit_compute", "slots", "servers", "gpus", "slowdowns", "slow_key",
+                 "iter_times", "cross", "cross_total", "cross_servers", "cross_pairs", "scheduled")
 
     def __init__(self, n_tasks: int) -> None:
         self.graph = None  # dag.JobGraph (placement-independent), built at the first full placement
@@ -46,6 +46,12 @@ class Pace:
         # per task, while it is placed: compute share x iteration time on its GPU, and its (server, GPU)
         self.unit_compute = [0.0] * n_tasks
         self.slots = [(-1, -1)] * n_tasks
+        # the same slots as the kernels read them (int64 per task: server, GPU)
+        self.servers = np.full(n_tasks, -1, dtype=np.int64)
+        self.gpus = np.full(n_tasks, -1, dtype=np.int64)
+        # the contention factor of each task in its slot as last computed (None: compute): still right while the
+        # slots stay and the resources layer reports no change of the job's slowdowns (``stale`` of refresh_rate)
+        self.slowdowns: tuple | None = None
         self.slow_key: tuple | None = None  # contention factors the current rate was computed with
         self.iter_times: dict = {}  # slow_key -> iteration time, for the current plan
         self.cross: dict = {}  # {(server a, server b): MB per iteration} of the current plan while running
@@ -67,11 +73,16 @@ def on_attach(task: Task, server: int, gpu: int, gpu_type: str | None) -> None:
     p.unit_compute[t.index] = (t.compute_share * job.model.iter_time(gpu_type) * compute_factor(job.model, job.accum_steps)
                                if gpu >= 0 else 0.0)
     p.slots[t.index] = (server, gpu)
+    p.servers[t.index] = server
+    p.gpus[t.index] = gpu
     p.plan = None
+    p.slowdowns = None
 
 
 def on_detach(task: Task) -> None:
-    task.job._pace.plan = None
+    p = task.job._pace
+    p.plan = None
+    p.slowdowns = None
 
 
 # ---------------------------------------------------------------------------------------- materialising
@@ -106,11 +117,13 @@ def advance(job: Job, now: float, on_bytes: Callable[[dict, float], None]) -> No
 
 # -------------------------------------------------------------------------------------------- the rate
 def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int], server_slow: list[float],
-                 gpu_slow: list[float], gpu_xi: list[dict]) -> tuple | None:
+                 gpu_slow: list[float], gpu_xi: list[dict], stale: set) -> tuple | None:
     """Recompute ``job.rate`` from its placement, the NIC shares of its cross-server links (``flows``: jobs
     crossing each server's NIC, as the resources layer counts them) and the slowdowns of its slots (each task
     runs at the largest of its server's contention, its GPU's over-commit contention and its job's co-location
-    interference ratio on that GPU, ``gpu_xi[g]``: :mod:`clustergym.core.interference`). Returns (old traffic,
+    interference ratio on that GPU, ``gpu_xi[g]``: :mod:`clustergym.core.interference`; ``stale``: the jobs
+    whose slowdowns may have changed since they were last read, as the resources layer reports them: the
+    others keep the slowdowns read under their current slots). Returns (old traffic,
     new traffic), each (rate, {(server a, server b): MB per iteration}, servers, the pairs as arrays), when the
     job's NIC traffic changed, else None."""
     p = job._pace
@@ -121,8 +134,7 @@ def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int],
         if plan is None:
             if p.graph is None:
                 p.graph = job_graph([t.t for t in job.tasks], job.spec)
-            slots = np.array(p.slots, dtype=np.int64)  # (server, GPU) per task, as the kernels read them
-            p.plan = plan = link_plan(p.graph, slots[:, 0], slots[:, 1])
+            p.plan = plan = link_plan(p.graph, p.servers, p.gpus)
             p.nic_key = None  # not yet timed
         # the NIC shares of its cross-server links (most jobs have none: nothing to share)
         key = nic_sharing(plan.cross_order, old_servers, flows) if plan.cross_order else ()
@@ -131,8 +143,11 @@ def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int],
             p.nic_key = key
             p.slow_key = None
             p.iter_times = {}
-        slow_key = tuple([max(server_slow[s], gpu_slow[g], gpu_xi[g].get(job, 1.0)) if g >= 0 else server_slow[s]
-                          for s, g in p.slots])
+        slow_key = p.slowdowns
+        if slow_key is None or job in stale:
+            stale.discard(job)
+            p.slowdowns = slow_key = tuple([max(server_slow[s], gpu_slow[g], gpu_xi[g].get(job, 1.0)) if g >= 0
+                                            else server_slow[s] for s, g in p.slots])
         if slow_key != p.slow_key:
             p.slow_key = slow_key
             # contention factors move among a few rounded values as resource use varies: keep the iteration

@@ -256,6 +256,9 @@ class Resources:
         # co-location interference: per GPU, {job: its ratio} for the jobs whose ratio there exceeds 1
         self.interference = Interference(config.interference, config.interference_xi)
         self.gpu_xi: list[dict[Job, float]] = [NO_RATIOS] * c.n_gpus
+        # the jobs with a task on a server or GPU whose slowdown (server_slow, gpu_slow, gpu_xi) changed, until
+        # the progress layer reads their slowdowns again (it keeps the others': refresh_rate's ``stale``)
+        self.slow_changed: set[Job] = set()
         self._gpu_type = list(c.gpu_type)
 
     # ------------------------------------------------------------------------------------------ admission
@@ -568,6 +571,7 @@ class Resources:
             if slow != gpu_slow[g]:
                 gpu_slow[g] = slow
                 slowed.extend([job for job, _ in on_gpu])
+                self.slow_changed.update([job for job, _ in on_gpu])
         if new_loads:
             self.gpu_load.publish(new_loads)
         cpu_use, mem_use, server_slow = self.cpu_use.values, self.mem_use.values, c.server_slow
@@ -581,7 +585,9 @@ class Resources:
                 slow = contention(max(cu / self._cpu_cap[s], mu / self._mem_cap[s]), step)
             if slow != server_slow[s]:
                 server_slow[s] = slow
-                slowed.extend([t.job for t in c.server_tasks[s]])
+                jobs = [t.job for t in c.server_tasks[s]]
+                slowed.extend(jobs)
+                self.slow_changed.update(jobs)
 
     def _refresh_interference(self, g: int, on_gpu: tuple) -> None:
         """Recompute GPU ``g``'s interference ratios after its jobs changed; report the jobs whose ratio changed
@@ -590,7 +596,9 @@ class Resources:
         old = self.gpu_xi[g]
         if xi != old:
             self.gpu_xi[g] = xi
-            self.changes.jobs.extend([*old, *(job for job in xi if job not in old)])
+            jobs = [*old, *(job for job in xi if job not in old)]
+            self.changes.jobs.extend(jobs)
+            self.slow_changed.update(jobs)
 
     def _gpu_job_utils(self, g: int) -> tuple:
         """Rebuild _gpu_jobs[g] (and the GPU's job count). A job's use of the GPU is its busiest task's:
