@@ -268,18 +268,22 @@ def link_plan(g: JobGraph, servers, gpus) -> PlacementPlan:
                          frozenset(order), tuple(order), cross_ab[:n_cross], cross_mb[:n_cross])
 
 
-_NO_SHARE = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+_NO_SHARE = np.empty((0, 2), dtype=np.int64)
 
 
 def retime(plan: PlacementPlan, intra: np.ndarray, nic: np.ndarray, sharing: tuple = ()) -> PlacementPlan:
     """``plan``, timed in place: its link and sync times when server s's NIC gives this job ``nic[s] / n`` for
     each (s, n) of ``sharing`` and ``nic[s]`` elsewhere (the placement, hence the links and the cross-server
     bytes, unchanged): what a change in the number of jobs crossing a NIC costs."""
+    share = np.array([x for pair in sharing for x in pair], dtype=np.int64).reshape(-1, 2) if sharing else _NO_SHARE
+    return retime_shares(plan, intra, nic, share)
+
+
+def retime_shares(plan: PlacementPlan, intra: np.ndarray, nic: np.ndarray, share: np.ndarray) -> PlacementPlan:
+    """:func:`retime` with the NIC shares as an int64 array of rows (s, n)."""
     g = plan.graph
-    share = (np.array([s for s, _ in sharing], dtype=np.int64),
-             np.array([n for _, n in sharing], dtype=np.int64)) if sharing else _NO_SHARE
     plan.sync_s = kernels.retime(plan.links, len(g.p_idx), g.comm_worker_mb, g.ps_mb if g.ps else g.ring_mb,
-                                 plan.ps_server, plan.ps_cross_mb, intra, nic, *share, plan.link_s)
+                                 plan.ps_server, plan.ps_cross_mb, intra, nic, share, plan.link_s)
     return plan
 
 
@@ -290,7 +294,7 @@ def critical_time(plan: PlacementPlan, unit_compute, slowdown) -> float:
     g = plan.graph
     if len(g.w_task) == 1:
         k = int(g.w_task[0])
-        return unit_compute[k] * slowdown[k] + plan.sync_s
+        return float(unit_compute[k]) * float(slowdown[k]) + plan.sync_s  # (Python floats from lists or arrays)
     return kernels.critical_time(g.w_task, g.w_rep, g.p_start, g.p_idx, plan.link_s, g.n_replicas, plan.g_start,
                                  plan.n_groups, plan.g_task, plan.sync_s, np.asarray(unit_compute, dtype=np.float64),
                                  np.asarray(slowdown, dtype=np.float64))

@@ -109,15 +109,16 @@ def _shared_gpu_groups(w_task, gpus, g_start, g_task):
 
 
 @njit(cache=True)
-def retime(links, n_edges, worker_mb, sync_mb, ps_server, ps_cross_mb, intra, nic, share_s, share_n, link_s):
-    """Link times into ``link_s`` under NIC shares (server ``share_s[i]``'s NIC gives this job
-    ``nic / share_n[i]``, the others their whole NIC); returns the synchronisation time. A DAG edge moves
+def retime(links, n_edges, worker_mb, sync_mb, ps_server, ps_cross_mb, intra, nic, share, link_s):
+    """Link times into ``link_s`` under NIC shares (``share`` rows (s, n): server s's NIC gives this job
+    ``nic[s] / n``, the others their whole NIC); returns the synchronisation time. A DAG edge moves
     ``worker_mb``, a sync link ``sync_mb``; a link between two servers runs at the smaller of their NICs; the
     sync step takes its slowest link, and with a parameter server at least the PS server NIC's time for every
     cross-server push and pull."""
     bw = nic.copy()
-    for i in range(len(share_s)):
-        bw[share_s[i]] = nic[share_s[i]] / share_n[i]
+    for i in range(len(share)):
+        s = share[i, 0]
+        bw[s] = nic[s] / share[i, 1]
     sync_s = 0.0
     for i in range(len(links)):
         a, b = links[i, 0], links[i, 1]

@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from .accumulation import compute_factor
-from .dag import critical_time, job_graph, link_plan, retime
+from .dag import critical_time, job_graph, link_plan, retime_shares
 from .job import JOB_ACTIVE, Job, Task, TASK_WAITING
 
 _NO_PAIRS = (np.empty((0, 2), dtype=np.int64), np.empty(0))
@@ -35,13 +35,14 @@ _NO_TRAFFIC = (0.0, {}, frozenset(), _NO_PAIRS)
 class Pace:
     """The progress layer's private state of one job (``job._pace``); nothing else reads it."""
 
-    __slots__ = ("graph", "plan", "nic_key", "unit_compute", "slots", "servers", "gpus", "slowdowns", "slow_key",
-                 "iter_times", "cross", "cross_total", "cross_servers", "cross_pairs", "scheduled")
+    __slots__ = ("graph", "plan", "nic_key", "unit_compute", "unit_array", "slots", "servers", "gpus", "slowdowns",
+                 "slow_array", "slow_key", "iter_times", "cross", "cross_total", "cross_servers", "cross_pairs",
+                 "scheduled")
 
     def __init__(self, n_tasks: int) -> None:
         self.graph = None  # dag.JobGraph (placement-independent), built at the first full placement
         self.plan = None  # dag.PlacementPlan of the current placement (None: recompute)
-        # ((server, jobs sharing its NIC), ...) where > 1 that ``plan`` was timed with; None: not yet timed
+        # (server, jobs sharing its NIC, ...) where > 1 that ``plan`` was timed with (nic_sharing); None: not yet timed
         self.nic_key: tuple | None = None
         # per task, while it is placed: compute share x iteration time on its GPU, and its (server, GPU)
         self.unit_compute = [0.0] * n_tasks
@@ -52,6 +53,9 @@ class Pace:
         # the contention factor of each task in its slot as last computed (None: compute): still right while the
         # slots stay and the resources layer reports no change of the job's slowdowns (``stale`` of refresh_rate)
         self.slowdowns: tuple | None = None
+        # unit_compute and slowdowns as float64 arrays (the critical-path kernel's input), made when first needed
+        self.unit_array: np.ndarray | None = None
+        self.slow_array: np.ndarray | None = None
         self.slow_key: tuple | None = None  # contention factors the current rate was computed with
         self.iter_times: dict = {}  # slow_key -> iteration time, for the current plan
         self.cross: dict = {}  # {(server a, server b): MB per iteration} of the current plan while running
@@ -135,11 +139,12 @@ def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int],
             if p.graph is None:
                 p.graph = job_graph([t.t for t in job.tasks], job.spec)
             p.plan = plan = link_plan(p.graph, p.servers, p.gpus)
+            p.unit_array = np.array(p.unit_compute, dtype=np.float64)
             p.nic_key = None  # not yet timed
         # the NIC shares of its cross-server links (most jobs have none: nothing to share)
         key = nic_sharing(plan.cross_order, old_servers, flows) if plan.cross_order else ()
         if key != p.nic_key:
-            p.plan = plan = retime(plan, intra, nic, key)
+            p.plan = plan = retime_shares(plan, intra, nic, np.array(key, dtype=np.int64).reshape(-1, 2))
             p.nic_key = key
             p.slow_key = None
             p.iter_times = {}
@@ -148,13 +153,16 @@ def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int],
             stale.discard(job)
             p.slowdowns = slow_key = tuple([max(server_slow[s], gpu_slow[g], gpu_xi[g].get(job, 1.0)) if g >= 0
                                             else server_slow[s] for s, g in p.slots])
+            p.slow_array = None
         if slow_key != p.slow_key:
             p.slow_key = slow_key
             # contention factors move among a few rounded values as resource use varies: keep the iteration
             # time of each for the current placement
             T = p.iter_times.get(slow_key)
             if T is None:
-                T = p.iter_times[slow_key] = critical_time(plan, p.unit_compute, slow_key)
+                if p.slow_array is None:
+                    p.slow_array = np.array(slow_key, dtype=np.float64)
+                T = p.iter_times[slow_key] = critical_time(plan, p.unit_array, p.slow_array)
             job.rate = rate = 1.0 / T if T > 0 else math.inf
             if old_cross is not plan.cross:
                 p.cross = plan.cross
@@ -174,14 +182,15 @@ def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int],
 
 
 def nic_sharing(servers: tuple[int, ...], registered: frozenset, flows: list[int]) -> tuple:
-    """((server, n), ...) for the ``servers`` (in server order) whose NIC this job shares with others: n = the
-    jobs crossing it with this one counted (``flows`` counts the job only at the servers it is
-    ``registered`` at), kept where n > 1. The empty tuple: every NIC is the job's alone."""
+    """(server, n, server, n, ...), flat, for the ``servers`` (in server order) whose NIC this job shares with
+    others: n = the jobs crossing it with this one counted (``flows`` counts the job only at the servers it is
+    ``registered`` at), kept where n > 1. The empty tuple: every NIC is the job's alone. (Flat: one cheap
+    conversion to the kernel's (s, n) rows.)"""
     key = []
     for s in servers:
         n = flows[s] if s in registered else flows[s] + 1
         if n > 1:
-            key.append((s, n))
+            key += (s, n)
     return tuple(key)
 
 
