@@ -29,14 +29,14 @@ from .dag import critical_time, job_graph, link_plan, retime_shares
 from .job import JOB_ACTIVE, Job, Task, TASK_WAITING
 
 _NO_PAIRS = (np.empty((0, 2), dtype=np.int64), np.empty(0))
-_NO_TRAFFIC = (0.0, {}, frozenset(), _NO_PAIRS)
+_NO_TRAFFIC = (0.0, frozenset(), _NO_PAIRS)
 
 
 class Pace:
     """The progress layer's private state of one job (``job._pace``); nothing else reads it."""
 
     __slots__ = ("graph", "plan", "nic_key", "unit_compute", "unit_array", "slots", "servers", "gpus", "slowdowns",
-                 "slow_array", "slow_key", "iter_times", "cross", "cross_total", "cross_servers", "cross_pairs",
+                 "slow_array", "slow_key", "iter_times", "cross_plan", "cross_total", "cross_servers", "cross_pairs",
                  "scheduled")
 
     def __init__(self, n_tasks: int) -> None:
@@ -58,11 +58,16 @@ class Pace:
         self.slow_array: np.ndarray | None = None
         self.slow_key: tuple | None = None  # contention factors the current rate was computed with
         self.iter_times: dict = {}  # slow_key -> iteration time, for the current plan
-        self.cross: dict = {}  # {(server a, server b): MB per iteration} of the current plan while running
+        self.cross_plan = None  # the plan whose cross-server bytes the job sends while running (None: none)
         self.cross_total = 0.0  # sum of ``cross``
         self.cross_servers: frozenset = frozenset()  # the servers in ``cross``'s pairs
         self.cross_pairs: tuple = _NO_PAIRS  # ``cross`` as arrays: (servers (n, 2), MB (n,)), the same order
         self.scheduled: tuple | None = None  # (rate, target, paused_until) of the pending completion
+
+    @property
+    def cross(self) -> dict:
+        """{(server a, server b): MB per iteration} of the current plan while running ({} without one)."""
+        return {} if self.cross_plan is None else self.cross_plan.cross
 
 
 def start(job: Job) -> None:
@@ -110,7 +115,7 @@ def advance(job: Job, now: float, on_bytes: Callable[[dict, float], None]) -> No
             job.iters += di
             job.running_time += dt
             p = job._pace
-            if p.cross:  # (adding 0 bytes changes nothing)
+            if p.cross_servers:  # some cross-server bytes (adding 0 bytes changes nothing)
                 job.record.cross_mb += di * p.cross_total
                 on_bytes(p.cross, di)
         job.waiting_time += (now - job.last_update) - dt
@@ -127,11 +132,11 @@ def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int],
     runs at the largest of its server's contention, its GPU's over-commit contention and its job's co-location
     interference ratio on that GPU, ``gpu_xi[g]``: :mod:`clustergym.core.interference`; ``stale``: the jobs
     whose slowdowns may have changed since they were last read, as the resources layer reports them: the
-    others keep the slowdowns read under their current slots). Returns (old traffic,
-    new traffic), each (rate, {(server a, server b): MB per iteration}, servers, the pairs as arrays), when the
+    others keep the slowdowns read under their current slots). Returns (old traffic, new traffic), each (rate,
+    the servers of its cross-server pairs, the pairs as arrays: servers (n, 2), MB per iteration (n,)), when the
     job's NIC traffic changed, else None."""
     p = job._pace
-    old_cross, old_servers, old_pairs = p.cross, p.cross_servers, p.cross_pairs
+    old_plan, old_servers, old_pairs = p.cross_plan, p.cross_servers, p.cross_pairs
     old_rate = rate = job.rate
     if job.n_placed == len(job.tasks):
         plan = p.plan
@@ -164,20 +169,20 @@ def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int],
                     p.slow_array = np.array(slow_key, dtype=np.float64)
                 T = p.iter_times[slow_key] = critical_time(plan, p.unit_array, p.slow_array)
             job.rate = rate = 1.0 / T if T > 0 else math.inf
-            if old_cross is not plan.cross:
-                p.cross = plan.cross
+            if old_plan is not plan:
+                p.cross_plan = plan
                 p.cross_servers = plan.cross_servers
                 p.cross_pairs = (plan.cross_ab, plan.cross_mb)
-                p.cross_total = sum(plan.cross.values())
+                p.cross_total = sum(plan.cross_mb.tolist())  # (the dict's values, in its order)
     else:
         job.rate = rate = 0.0
-        p.cross = {}
+        p.cross_plan = None
         p.cross_servers = frozenset()
         p.cross_pairs = _NO_PAIRS
         p.cross_total = 0.0
     # NIC loads change only for a job with cross-server traffic before or after (most jobs have none)
-    if (old_cross or p.cross) and (old_rate != rate or old_cross is not p.cross):
-        return (old_rate, old_cross, old_servers, old_pairs), (rate, p.cross, p.cross_servers, p.cross_pairs)
+    if (old_servers or p.cross_servers) and (old_rate != rate or old_plan is not p.cross_plan):
+        return (old_rate, old_servers, old_pairs), (rate, p.cross_servers, p.cross_pairs)
     return None
 
 
@@ -198,9 +203,9 @@ def stop(job: Job) -> tuple:
     """The job stops progressing for good (it ended): rate 0, no traffic. Returns (old traffic, new traffic)
     as :func:`refresh_rate`."""
     p = job._pace
-    old = (job.rate, p.cross, p.cross_servers, p.cross_pairs)
+    old = (job.rate, p.cross_servers, p.cross_pairs)
     job.rate = 0.0
-    p.cross, p.cross_servers, p.cross_pairs = {}, frozenset(), _NO_PAIRS
+    p.cross_plan, p.cross_servers, p.cross_pairs = None, frozenset(), _NO_PAIRS
     return old, _NO_TRAFFIC
 
 

@@ -463,21 +463,21 @@ class Resources:
 
     # --------------------------------------------------------------------------------- network traffic
     def move_traffic(self, job: Job, old: tuple, new: tuple) -> Changes:
-        """Move ``job``'s NIC loads from its ``old`` to its ``new`` traffic, each (iterations per second,
-        {(server a, server b): MB per iteration}, the servers of those pairs, the pairs as arrays (servers (n, 2),
-        MB (n,)) in the dict's order); pair by pair, the float operations of in-place updates
+        """Move ``job``'s NIC loads from its ``old`` to its ``new`` traffic, each (iterations per second, the
+        servers of its cross-server pairs, those pairs as arrays: servers (n, 2) and MB per iteration (n,)); pair
+        by pair, the float operations of in-place updates
         (:func:`~clustergym.core.resource_kernels.move_net`). Every server involved is judged again both ways:
         traffic that ends (the job finished, slowed down or moved) must also clear an overload it caused. Where
         the job starts or stops crossing a NIC, the NIC's other jobs get another share of it: they are reported
         in ``jobs``."""
         changed: frozenset = frozenset()
-        old_rate, old_cross, old_servers, old_pairs = old
-        rate, cross, servers, pairs = new
-        if old_rate > 0 and old_cross:
+        old_rate, old_servers, old_pairs = old
+        rate, servers, pairs = new
+        if old_rate > 0 and old_servers:
             changed = old_servers
         else:
             old_pairs = _NO_PAIRS
-        if rate > 0 and cross:
+        if rate > 0 and servers:
             changed = changed | servers if changed else servers
         else:
             pairs = _NO_PAIRS
