@@ -27,9 +27,9 @@ import numpy as np
 from .accumulation import compute_factor
 from .dag import critical_time, job_graph, link_plan, retime_shares
 from .job import JOB_ACTIVE, Job, Task, TASK_WAITING
+from .resource_kernels import NO_PAIRS
 
-_NO_PAIRS = (np.empty((0, 2), dtype=np.int64), np.empty(0))
-_NO_TRAFFIC = (0.0, frozenset(), _NO_PAIRS)
+_NO_TRAFFIC = (0.0, frozenset(), NO_PAIRS)
 
 
 class Pace:
@@ -61,7 +61,7 @@ class Pace:
         self.cross_plan = None  # the plan whose cross-server bytes the job sends while running (None: none)
         self.cross_total = 0.0  # sum of ``cross``
         self.cross_servers: frozenset = frozenset()  # the servers in ``cross``'s pairs
-        self.cross_pairs: tuple = _NO_PAIRS  # ``cross`` as arrays: (servers (n, 2), MB (n,)), the same order
+        self.cross_pairs: tuple = NO_PAIRS  # ``cross`` as arrays: (servers (n, 2), MB (n,)), the same order
         self.scheduled: tuple | None = None  # (rate, target, paused_until) of the pending completion
 
     @property
@@ -178,7 +178,7 @@ def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int],
         job.rate = rate = 0.0
         p.cross_plan = None
         p.cross_servers = frozenset()
-        p.cross_pairs = _NO_PAIRS
+        p.cross_pairs = NO_PAIRS
         p.cross_total = 0.0
     # NIC loads change only for a job with cross-server traffic before or after (most jobs have none)
     if (old_servers or p.cross_servers) and (old_rate != rate or old_plan is not p.cross_plan):
@@ -205,7 +205,7 @@ def stop(job: Job) -> tuple:
     p = job._pace
     old = (job.rate, p.cross_servers, p.cross_pairs)
     job.rate = 0.0
-    p.cross_plan, p.cross_servers, p.cross_pairs = None, frozenset(), _NO_PAIRS
+    p.cross_plan, p.cross_servers, p.cross_pairs = None, frozenset(), NO_PAIRS
     return old, _NO_TRAFFIC
 
 

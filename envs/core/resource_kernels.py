@@ -8,9 +8,11 @@ Python rule. With ``NUMBA_DISABLE_JIT=1`` they run as plain Python; ``cache=True
 """
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 NET_RESIDUE = 1e-9  # |NIC load| below this (MB/s) is the float residue of cancelled terms: 0
+NO_PAIRS = (np.empty((0, 2), dtype=np.int64), np.empty(0))  # no cross-server pairs: (servers, MB) arrays
 
 
 @njit(cache=True)

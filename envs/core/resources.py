@@ -31,11 +31,10 @@ from .config import SimConfig
 from .hardware import ClusterSpec
 from .interference import NO_RATIOS, Interference
 from .job import Job, Task
-from .resource_kernels import move_net
+from .resource_kernels import NO_PAIRS, move_net
 from .state import ClusterState, Mirrored
 
 FIT_EPS = 1e-9  # float residue allowed when a demand meets what is free
-_NO_PAIRS = (np.empty((0, 2), dtype=np.int64), np.empty(0))  # traffic without cross-server pairs, as arrays
 
 
 # ---------------------------------------------------------------------------------------------------- rules
@@ -243,8 +242,7 @@ class Resources:
         # in gpu_tasks; None = rebuild (after a task is attached to or detached from the GPU)
         self._gpu_jobs: list[tuple | None] = [()] * c.n_gpus
         self._server_hot_gpus = [0] * c.n_servers
-        # what move_net reads to find the servers whose overload flag its NIC loads change: the limits and the
-        # hot-GPU counts as arrays, and a scratch for its answer
+        # move_net's inputs to find the servers whose overload flag changes: limits, hot-GPU counts, scratch
         self._limits = np.array([self._cpu_limit, self._mem_limit, self._net_limit], dtype=np.float64).reshape(3, -1)
         self._hot_counts = np.zeros(c.n_servers, dtype=np.int64)
         self._flips = np.empty(c.n_servers, dtype=np.int64)
@@ -464,27 +462,17 @@ class Resources:
     # --------------------------------------------------------------------------------- network traffic
     def move_traffic(self, job: Job, old: tuple, new: tuple) -> Changes:
         """Move ``job``'s NIC loads from its ``old`` to its ``new`` traffic, each (iterations per second, the
-        servers of its cross-server pairs, those pairs as arrays: servers (n, 2) and MB per iteration (n,)); pair
-        by pair, the float operations of in-place updates
-        (:func:`~clustergym.core.resource_kernels.move_net`). Every server involved is judged again both ways:
-        traffic that ends (the job finished, slowed down or moved) must also clear an overload it caused. Where
-        the job starts or stops crossing a NIC, the NIC's other jobs get another share of it: they are reported
-        in ``jobs``."""
-        changed: frozenset = frozenset()
+        servers of its cross-server pairs, those pairs as arrays: servers (n, 2), MB per iteration (n,)), pair by
+        pair (:func:`~clustergym.core.resource_kernels.move_net`). Every server involved is judged again both
+        ways: traffic that ends (the job finished, slowed down or moved) must also clear an overload it caused.
+        Where the job starts or stops crossing a NIC, its other jobs get another share of it: reported in ``jobs``."""
         old_rate, old_servers, old_pairs = old
         rate, servers, pairs = new
-        if old_rate > 0 and old_servers:
-            changed = old_servers
-        else:
-            old_pairs = _NO_PAIRS
-        if rate > 0 and servers:
-            changed = changed | servers if changed else servers
-        else:
-            pairs = _NO_PAIRS
-        if changed:
-            flips = move_net(self.net, old_pairs[0], old_pairs[1], old_rate, pairs[0], pairs[1], rate,
-                             self.cpu_use.array, self.mem_use.array, self._hot_counts, self._limits,
-                             self.overloaded.array, self._flips)
+        old_on, new_on = old_rate > 0 and old_servers, rate > 0 and servers  # the sides that move bytes
+        if old_on or new_on:
+            (oa, om), (na, nm) = old_pairs if old_on else NO_PAIRS, pairs if new_on else NO_PAIRS
+            flips = move_net(self.net, oa, om, old_rate, na, nm, rate, self.cpu_use.array, self.mem_use.array,
+                             self._hot_counts, self._limits, self.overloaded.array, self._flips)
             for i in range(flips):  # the servers whose overload began or ended
                 self._judge_overload(int(self._flips[i]))
         if old_servers is not servers and old_servers != servers:
