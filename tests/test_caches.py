@@ -41,11 +41,13 @@ def check_simulator(sim) -> None:
     np.testing.assert_array_equal(c.server_idle_gpus, np.add.reduceat(c.gpu_n_tasks == 0, c.server_first_gpu))
     # the resources' Python copies of cluster arrays
     res = sim.resources
-    for name in ("cpu_alloc", "mem_alloc", "gpu_mem_used", "max_free_gpu_mem", "gpu_load", "cpu_use", "mem_use", "net",
+    for name in ("cpu_alloc", "mem_alloc", "gpu_mem_used", "max_free_gpu_mem", "gpu_load", "cpu_use", "mem_use",
                  "overloaded"):
         mirrored = getattr(res, name)
         assert mirrored.values == mirrored.array.tolist(), name
-    assert res.overloaded.array is c.overloaded and res.net.array is c.net_mbps and res.gpu_load.array is c.gpu_load
+    # the move_net kernel's copies: the hot-GPU count per server
+    assert res._hot_counts.tolist() == res._server_hot_gpus
+    assert res.overloaded.array is c.overloaded and res.net is c.net_mbps and res.gpu_load.array is c.gpu_load
     np.testing.assert_array_equal(c.gpu_n_tasks, [len(t) for t in c.gpu_tasks])
     np.testing.assert_array_equal(c.gpu_n_jobs, [len({t.job for t in ts}) for ts in c.gpu_tasks])
     # per-GPU (job, utilisation) lists: the jobs in order of first appearance, each at its busiest task
@@ -73,6 +75,11 @@ def check_simulator(sim) -> None:
         servers = [t.server for t in job.tasks]
         gpus = [t.gpu for t in job.tasks]
         assert p.slots == list(zip(servers, gpus))
+        assert p.servers.tolist() == servers and p.gpus.tolist() == gpus
+        # slowdowns kept across refreshes: what the slots read now, unless the resources layer reported a change
+        if p.slowdowns is not None and job not in res.slow_changed:
+            assert p.slowdowns == tuple(max(c.server_slow[s], c.gpu_slow[g], res.gpu_xi[g].get(job, 1.0)) if g >= 0
+                                        else c.server_slow[s] for s, g in p.slots)
         assert p.unit_compute == [t.t.compute_share * job.model.iter_time(c.gpu_type[t.gpu]) if t.gpu >= 0 else 0.0
                                   for t in job.tasks]
         # each NIC the job crosses gives it an equal share among the jobs crossing it

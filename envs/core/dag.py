@@ -36,7 +36,7 @@ Cross-server bytes per iteration are accounted per server pair for MLFS's bandwi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -179,9 +179,23 @@ class PlacementPlan:
     n_groups: int
     ps_server: int  # the parameter server's server, -1 without one
     ps_cross_mb: float  # MB per iteration through the PS server's NIC (every cross-server worker's push and pull)
-    cross: dict[tuple[int, int], float]  # {(server a, server b): MB per iteration}, a < b, in first-seen order
-    cross_servers: frozenset[int]  # the servers in ``cross``'s pairs
+    # the cross-server pairs (a, b), a < b, in first-seen order, and their MB per iteration (``cross`` as arrays:
+    # what the NIC-load kernel reads)
+    cross_ab: np.ndarray  # (n, 2)
+    cross_mb: np.ndarray  # (n,)
+    cross_servers: frozenset[int]  # the servers in those pairs
     cross_order: tuple[int, ...]  # the same servers in server order
+    _cross: dict | None = field(default=None, repr=False, compare=False)  # ``cross``, once read
+
+    @property
+    def cross(self) -> dict[tuple[int, int], float]:
+        """{(server a, server b): MB per iteration}, a < b, in first-seen order; built when first read (a plan
+        often ends before its bytes are ever counted: many are re-planned within one decision round)."""
+        c = self._cross
+        if c is None:
+            ab = self.cross_ab
+            c = self._cross = dict(zip(zip(ab[:, 0].tolist(), ab[:, 1].tolist()), self.cross_mb.tolist()))
+        return c
 
 
 @dataclass(frozen=True)
@@ -254,29 +268,33 @@ def link_plan(g: JobGraph, servers, gpus) -> PlacementPlan:
     n_links, nw = len(g.p_idx) + (len(g.w_task) if g.ps else len(g.ring_a)), len(g.w_task)
     links, cross_ab = np.empty((n_links, 2), dtype=np.int64), np.empty((n_links, 2), dtype=np.int64)
     cross_mb, g_start, g_task = np.empty(n_links), np.empty(nw + 1, dtype=np.int64), np.empty(nw, dtype=np.int64)
-    n_cross, n_groups, ps_cross_mb = kernels.link_plan(
+    order = np.empty(2 * n_links, dtype=np.int64)
+    n_cross, n_order, n_groups, ps_cross_mb = kernels.link_plan(
         g.w_task, g.p_start, g.p_idx, g.comm_worker_mb, g.ps, g.ps_mb, g.ring_a, g.ring_b, g.ring_mb,
         np.asarray(servers, dtype=np.int64), np.asarray(gpus, dtype=np.int64), links, cross_ab, cross_mb, g_start,
-        g_task)
-    ca, cb = cross_ab[:n_cross, 0].tolist(), cross_ab[:n_cross, 1].tolist()
-    order = sorted(set(ca + cb))
+        g_task, order)
+    order = tuple(order[:n_order].tolist())
     return PlacementPlan(g, links, np.empty(n_links), 0.0, g_start, g_task, n_groups,
-                         int(servers[0]) if g.ps else -1, ps_cross_mb, dict(zip(zip(ca, cb), cross_mb[:n_cross].tolist())),
-                         frozenset(order), tuple(order))
+                         int(servers[0]) if g.ps else -1, ps_cross_mb, cross_ab[:n_cross], cross_mb[:n_cross],
+                         frozenset(order), order)
 
 
-_NO_SHARE = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+_NO_SHARE = np.empty((0, 2), dtype=np.int64)
 
 
 def retime(plan: PlacementPlan, intra: np.ndarray, nic: np.ndarray, sharing: tuple = ()) -> PlacementPlan:
     """``plan``, timed in place: its link and sync times when server s's NIC gives this job ``nic[s] / n`` for
     each (s, n) of ``sharing`` and ``nic[s]`` elsewhere (the placement, hence the links and the cross-server
     bytes, unchanged): what a change in the number of jobs crossing a NIC costs."""
+    share = np.array([x for pair in sharing for x in pair], dtype=np.int64).reshape(-1, 2) if sharing else _NO_SHARE
+    return retime_shares(plan, intra, nic, share)
+
+
+def retime_shares(plan: PlacementPlan, intra: np.ndarray, nic: np.ndarray, share: np.ndarray) -> PlacementPlan:
+    """:func:`retime` with the NIC shares as an int64 array of rows (s, n)."""
     g = plan.graph
-    share = (np.array([s for s, _ in sharing], dtype=np.int64),
-             np.array([n for _, n in sharing], dtype=np.int64)) if sharing else _NO_SHARE
     plan.sync_s = kernels.retime(plan.links, len(g.p_idx), g.comm_worker_mb, g.ps_mb if g.ps else g.ring_mb,
-                                 plan.ps_server, plan.ps_cross_mb, intra, nic, *share, plan.link_s)
+                                 plan.ps_server, plan.ps_cross_mb, intra, nic, share, plan.link_s)
     return plan
 
 
@@ -287,7 +305,7 @@ def critical_time(plan: PlacementPlan, unit_compute, slowdown) -> float:
     g = plan.graph
     if len(g.w_task) == 1:
         k = int(g.w_task[0])
-        return unit_compute[k] * slowdown[k] + plan.sync_s
+        return float(unit_compute[k]) * float(slowdown[k]) + plan.sync_s  # (Python floats from lists or arrays)
     return kernels.critical_time(g.w_task, g.w_rep, g.p_start, g.p_idx, plan.link_s, g.n_replicas, plan.g_start,
                                  plan.n_groups, plan.g_task, plan.sync_s, np.asarray(unit_compute, dtype=np.float64),
                                  np.asarray(slowdown, dtype=np.float64))

@@ -52,13 +52,14 @@ def _link(servers, gpus, a, b, mb, links, i, cross_ab, cross_mb, n_cross):
 
 @njit(cache=True)
 def link_plan(w_task, p_start, p_idx, worker_mb, ps, ps_mb, ring_a, ring_b, ring_mb, servers, gpus, links, cross_ab,
-              cross_mb, g_start, g_task):
+              cross_mb, g_start, g_task, order):
     """The links of a placement (``servers[k]``, ``gpus[k]``: task k's slot, GPU -1 for the PS), written into the
     caller's arrays: ``links`` (rows: one per DAG edge, aligned with ``p_idx``, then one per worker's PS
     push/pull or per all-reduce ring hop), the cross-server pairs and their MB per iteration (``cross_ab``,
-    ``cross_mb``: the first n_cross rows) and the GPU groups of the workers sharing one GPU (CSR:
-    ``g_task[g_start[i]:g_start[i + 1]]``, the first n_groups groups). Returns (n_cross, n_groups, MB per
-    iteration through the PS server's NIC). (Results go into arrays the caller made: returning arrays from
+    ``cross_mb``: the first n_cross rows), the servers of those pairs in increasing order (the first n_order of
+    ``order``) and the GPU groups of the workers sharing one GPU (CSR: ``g_task[g_start[i]:g_start[i + 1]]``,
+    the first n_groups groups). Returns (n_cross, n_order, n_groups, MB per iteration through the PS server's
+    NIC). (Results go into arrays the caller made: returning arrays from
     a kernel costs more than the kernel.)"""
     n_edges, nw = len(p_idx), len(w_task)
     n_cross = 0
@@ -77,7 +78,28 @@ def link_plan(w_task, p_start, p_idx, worker_mb, ps, ps_mb, ring_a, ring_b, ring
         for i in range(len(ring_a)):
             n_cross = _link(servers, gpus, ring_a[i], ring_b[i], ring_mb, links, n_edges + i, cross_ab, cross_mb,
                             n_cross)
-    return n_cross, _shared_gpu_groups(w_task, gpus, g_start, g_task), ps_cross_mb
+    return n_cross, _sorted_servers(cross_ab, n_cross, order), _shared_gpu_groups(w_task, gpus, g_start, g_task), \
+        ps_cross_mb
+
+
+@njit(cache=True, inline="always")
+def _sorted_servers(cross_ab, n_cross, order):
+    """The distinct servers of the first ``n_cross`` pairs into ``order``, increasing (insertion sort: a job's
+    cross-server pairs touch a few dozen servers at most); returns how many."""
+    n = 0
+    for i in range(n_cross):
+        for j in range(2):
+            s = cross_ab[i, j]
+            k = n
+            while k > 0 and order[k - 1] > s:
+                k -= 1
+            if k > 0 and order[k - 1] == s:
+                continue
+            for m in range(n, k, -1):
+                order[m] = order[m - 1]
+            order[k] = s
+            n += 1
+    return n
 
 
 @njit(cache=True, inline="always")
@@ -109,15 +131,16 @@ def _shared_gpu_groups(w_task, gpus, g_start, g_task):
 
 
 @njit(cache=True)
-def retime(links, n_edges, worker_mb, sync_mb, ps_server, ps_cross_mb, intra, nic, share_s, share_n, link_s):
-    """Link times into ``link_s`` under NIC shares (server ``share_s[i]``'s NIC gives this job
-    ``nic / share_n[i]``, the others their whole NIC); returns the synchronisation time. A DAG edge moves
+def retime(links, n_edges, worker_mb, sync_mb, ps_server, ps_cross_mb, intra, nic, share, link_s):
+    """Link times into ``link_s`` under NIC shares (``share`` rows (s, n): server s's NIC gives this job
+    ``nic[s] / n``, the others their whole NIC); returns the synchronisation time. A DAG edge moves
     ``worker_mb``, a sync link ``sync_mb``; a link between two servers runs at the smaller of their NICs; the
     sync step takes its slowest link, and with a parameter server at least the PS server NIC's time for every
     cross-server push and pull."""
     bw = nic.copy()
-    for i in range(len(share_s)):
-        bw[share_s[i]] = nic[share_s[i]] / share_n[i]
+    for i in range(len(share)):
+        s = share[i, 0]
+        bw[s] = nic[s] / share[i, 1]
     sync_s = 0.0
     for i in range(len(links)):
         a, b = links[i, 0], links[i, 1]

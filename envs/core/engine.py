@@ -499,7 +499,7 @@ class Simulator:
             if job.state != JOB_ACTIVE:
                 continue
             moved = refresh_rate(job, self._intra, self._nic, resources.nic_flows, c.server_slow, c.gpu_slow,
-                                 resources.gpu_xi)
+                                 resources.gpu_xi, resources.slow_changed)
             if moved is not None:
                 self._absorb(resources.move_traffic(job, *moved))
             if job.rate > 0 and job.n_placed == len(job.tasks):

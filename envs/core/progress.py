@@ -25,32 +25,49 @@ from typing import Callable
 import numpy as np
 
 from .accumulation import compute_factor
-from .dag import critical_time, job_graph, link_plan, retime
+from .dag import critical_time, job_graph, link_plan, retime_shares
 from .job import JOB_ACTIVE, Job, Task, TASK_WAITING
+from .resource_kernels import NO_PAIRS
 
-_NO_TRAFFIC = (0.0, {}, frozenset())
+_NO_TRAFFIC = (0.0, frozenset(), NO_PAIRS)
 
 
 class Pace:
     """The progress layer's private state of one job (``job._pace``); nothing else reads it."""
 
-    __slots__ = ("graph", "plan", "nic_key", "unit_compute", "slots", "slow_key", "iter_times", "cross",
-                 "cross_total", "cross_servers", "scheduled")
+    __slots__ = ("graph", "plan", "nic_key", "unit_compute", "unit_array", "slots", "servers", "gpus", "slowdowns",
+                 "slow_array", "slow_key", "iter_times", "cross_plan", "cross_total", "cross_servers", "cross_pairs",
+                 "scheduled")
 
     def __init__(self, n_tasks: int) -> None:
         self.graph = None  # dag.JobGraph (placement-independent), built at the first full placement
         self.plan = None  # dag.PlacementPlan of the current placement (None: recompute)
-        # ((server, jobs sharing its NIC), ...) where > 1 that ``plan`` was timed with; None: not yet timed
+        # (server, jobs sharing its NIC, ...) where > 1 that ``plan`` was timed with (nic_sharing); None: not yet timed
         self.nic_key: tuple | None = None
         # per task, while it is placed: compute share x iteration time on its GPU, and its (server, GPU)
         self.unit_compute = [0.0] * n_tasks
         self.slots = [(-1, -1)] * n_tasks
+        # the same slots as the kernels read them (int64 per task: server, GPU)
+        self.servers = np.full(n_tasks, -1, dtype=np.int64)
+        self.gpus = np.full(n_tasks, -1, dtype=np.int64)
+        # the contention factor of each task in its slot as last computed (None: compute): still right while the
+        # slots stay and the resources layer reports no change of the job's slowdowns (``stale`` of refresh_rate)
+        self.slowdowns: tuple | None = None
+        # unit_compute and slowdowns as float64 arrays (the critical-path kernel's input), made when first needed
+        self.unit_array: np.ndarray | None = None
+        self.slow_array: np.ndarray | None = None
         self.slow_key: tuple | None = None  # contention factors the current rate was computed with
         self.iter_times: dict = {}  # slow_key -> iteration time, for the current plan
-        self.cross: dict = {}  # {(server a, server b): MB per iteration} of the current plan while running
+        self.cross_plan = None  # the plan whose cross-server bytes the job sends while running (None: none)
         self.cross_total = 0.0  # sum of ``cross``
         self.cross_servers: frozenset = frozenset()  # the servers in ``cross``'s pairs
+        self.cross_pairs: tuple = NO_PAIRS  # ``cross`` as arrays: (servers (n, 2), MB (n,)), the same order
         self.scheduled: tuple | None = None  # (rate, target, paused_until) of the pending completion
+
+    @property
+    def cross(self) -> dict:
+        """{(server a, server b): MB per iteration} of the current plan while running ({} without one)."""
+        return {} if self.cross_plan is None else self.cross_plan.cross
 
 
 def start(job: Job) -> None:
@@ -65,11 +82,16 @@ def on_attach(task: Task, server: int, gpu: int, gpu_type: str | None) -> None:
     p.unit_compute[t.index] = (t.compute_share * job.model.iter_time(gpu_type) * compute_factor(job.model, job.accum_steps)
                                if gpu >= 0 else 0.0)
     p.slots[t.index] = (server, gpu)
+    p.servers[t.index] = server
+    p.gpus[t.index] = gpu
     p.plan = None
+    p.slowdowns = None
 
 
 def on_detach(task: Task) -> None:
-    task.job._pace.plan = None
+    p = task.job._pace
+    p.plan = None
+    p.slowdowns = None
 
 
 # ---------------------------------------------------------------------------------------- materialising
@@ -93,7 +115,7 @@ def advance(job: Job, now: float, on_bytes: Callable[[dict, float], None]) -> No
             job.iters += di
             job.running_time += dt
             p = job._pace
-            if p.cross:  # (adding 0 bytes changes nothing)
+            if p.cross_servers:  # some cross-server bytes (adding 0 bytes changes nothing)
                 job.record.cross_mb += di * p.cross_total
                 on_bytes(p.cross, di)
         job.waiting_time += (now - job.last_update) - dt
@@ -104,65 +126,76 @@ def advance(job: Job, now: float, on_bytes: Callable[[dict, float], None]) -> No
 
 # -------------------------------------------------------------------------------------------- the rate
 def refresh_rate(job: Job, intra: np.ndarray, nic: np.ndarray, flows: list[int], server_slow: list[float],
-                 gpu_slow: list[float], gpu_xi: list[dict]) -> tuple | None:
+                 gpu_slow: list[float], gpu_xi: list[dict], stale: set) -> tuple | None:
     """Recompute ``job.rate`` from its placement, the NIC shares of its cross-server links (``flows``: jobs
     crossing each server's NIC, as the resources layer counts them) and the slowdowns of its slots (each task
     runs at the largest of its server's contention, its GPU's over-commit contention and its job's co-location
-    interference ratio on that GPU, ``gpu_xi[g]``: :mod:`clustergym.core.interference`). Returns (old traffic,
-    new traffic), each (rate, {(server a, server b): MB per iteration}, servers), when the job's NIC traffic
-    changed, else None."""
+    interference ratio on that GPU, ``gpu_xi[g]``: :mod:`clustergym.core.interference`; ``stale``: the jobs
+    whose slowdowns may have changed since they were last read, as the resources layer reports them: the
+    others keep the slowdowns read under their current slots). Returns (old traffic, new traffic), each (rate,
+    the servers of its cross-server pairs, the pairs as arrays: servers (n, 2), MB per iteration (n,)), when the
+    job's NIC traffic changed, else None."""
     p = job._pace
-    old_cross, old_servers = p.cross, p.cross_servers
+    old_plan, old_servers, old_pairs = p.cross_plan, p.cross_servers, p.cross_pairs
     old_rate = rate = job.rate
     if job.n_placed == len(job.tasks):
         plan = p.plan
         if plan is None:
             if p.graph is None:
                 p.graph = job_graph([t.t for t in job.tasks], job.spec)
-            slots = np.array(p.slots, dtype=np.int64)  # (server, GPU) per task, as the kernels read them
-            p.plan = plan = link_plan(p.graph, slots[:, 0], slots[:, 1])
+            p.plan = plan = link_plan(p.graph, p.servers, p.gpus)
+            p.unit_array = np.array(p.unit_compute, dtype=np.float64)
             p.nic_key = None  # not yet timed
         # the NIC shares of its cross-server links (most jobs have none: nothing to share)
         key = nic_sharing(plan.cross_order, old_servers, flows) if plan.cross_order else ()
         if key != p.nic_key:
-            p.plan = plan = retime(plan, intra, nic, key)
+            p.plan = plan = retime_shares(plan, intra, nic, np.array(key, dtype=np.int64).reshape(-1, 2))
             p.nic_key = key
             p.slow_key = None
             p.iter_times = {}
-        slow_key = tuple([max(server_slow[s], gpu_slow[g], gpu_xi[g].get(job, 1.0)) if g >= 0 else server_slow[s]
-                          for s, g in p.slots])
+        slow_key = p.slowdowns
+        if slow_key is None or job in stale:
+            stale.discard(job)
+            p.slowdowns = slow_key = tuple([max(server_slow[s], gpu_slow[g], gpu_xi[g].get(job, 1.0)) if g >= 0
+                                            else server_slow[s] for s, g in p.slots])
+            p.slow_array = None
         if slow_key != p.slow_key:
             p.slow_key = slow_key
             # contention factors move among a few rounded values as resource use varies: keep the iteration
             # time of each for the current placement
             T = p.iter_times.get(slow_key)
             if T is None:
-                T = p.iter_times[slow_key] = critical_time(plan, p.unit_compute, slow_key)
+                if p.slow_array is None:
+                    p.slow_array = np.array(slow_key, dtype=np.float64)
+                T = p.iter_times[slow_key] = critical_time(plan, p.unit_array, p.slow_array)
             job.rate = rate = 1.0 / T if T > 0 else math.inf
-            if old_cross is not plan.cross:
-                p.cross = plan.cross
+            if old_plan is not plan:
+                p.cross_plan = plan
                 p.cross_servers = plan.cross_servers
-                p.cross_total = sum(plan.cross.values())
+                p.cross_pairs = (plan.cross_ab, plan.cross_mb)
+                p.cross_total = sum(plan.cross_mb.tolist())  # (the dict's values, in its order)
     else:
         job.rate = rate = 0.0
-        p.cross = {}
+        p.cross_plan = None
         p.cross_servers = frozenset()
+        p.cross_pairs = NO_PAIRS
         p.cross_total = 0.0
     # NIC loads change only for a job with cross-server traffic before or after (most jobs have none)
-    if (old_cross or p.cross) and (old_rate != rate or old_cross is not p.cross):
-        return (old_rate, old_cross, old_servers), (rate, p.cross, p.cross_servers)
+    if (old_servers or p.cross_servers) and (old_rate != rate or old_plan is not p.cross_plan):
+        return (old_rate, old_servers, old_pairs), (rate, p.cross_servers, p.cross_pairs)
     return None
 
 
 def nic_sharing(servers: tuple[int, ...], registered: frozenset, flows: list[int]) -> tuple:
-    """((server, n), ...) for the ``servers`` (in server order) whose NIC this job shares with others: n = the
-    jobs crossing it with this one counted (``flows`` counts the job only at the servers it is
-    ``registered`` at), kept where n > 1. The empty tuple: every NIC is the job's alone."""
+    """(server, n, server, n, ...), flat, for the ``servers`` (in server order) whose NIC this job shares with
+    others: n = the jobs crossing it with this one counted (``flows`` counts the job only at the servers it is
+    ``registered`` at), kept where n > 1. The empty tuple: every NIC is the job's alone. (Flat: one cheap
+    conversion to the kernel's (s, n) rows.)"""
     key = []
     for s in servers:
         n = flows[s] if s in registered else flows[s] + 1
         if n > 1:
-            key.append((s, n))
+            key += (s, n)
     return tuple(key)
 
 
@@ -170,9 +203,9 @@ def stop(job: Job) -> tuple:
     """The job stops progressing for good (it ended): rate 0, no traffic. Returns (old traffic, new traffic)
     as :func:`refresh_rate`."""
     p = job._pace
-    old = (job.rate, p.cross, p.cross_servers)
+    old = (job.rate, p.cross_servers, p.cross_pairs)
     job.rate = 0.0
-    p.cross, p.cross_servers = {}, frozenset()
+    p.cross_plan, p.cross_servers, p.cross_pairs = None, frozenset(), NO_PAIRS
     return old, _NO_TRAFFIC
 
 

@@ -31,6 +31,7 @@ from .config import SimConfig
 from .hardware import ClusterSpec
 from .interference import NO_RATIOS, Interference
 from .job import Job, Task
+from .resource_kernels import NO_PAIRS, move_net
 from .state import ClusterState, Mirrored
 
 FIT_EPS = 1e-9  # float residue allowed when a demand meets what is free
@@ -229,7 +230,8 @@ class Resources:
         self.gpu_load = Mirrored(c.gpu_load)
         self.cpu_use = Mirrored(c.cpu_use)
         self.mem_use = Mirrored(c.mem_use)
-        self.net = Mirrored(c.net_mbps)
+        # NIC loads: numpy only (updated in place by the move_net kernel; read one element per overload judgement)
+        self.net = c.net_mbps
         self.overloaded = Mirrored(c.overloaded)
         # per server: the jobs whose current placement sends cross-server bytes through its NIC (insertion
         # order: deterministic reports) and their number
@@ -240,6 +242,10 @@ class Resources:
         # in gpu_tasks; None = rebuild (after a task is attached to or detached from the GPU)
         self._gpu_jobs: list[tuple | None] = [()] * c.n_gpus
         self._server_hot_gpus = [0] * c.n_servers
+        # move_net's inputs to find the servers whose overload flag changes: limits, hot-GPU counts, scratch
+        self._limits = np.array([self._cpu_limit, self._mem_limit, self._net_limit], dtype=np.float64).reshape(3, -1)
+        self._hot_counts = np.zeros(c.n_servers, dtype=np.int64)
+        self._flips = np.empty(c.n_servers, dtype=np.int64)
         self.n_overloaded = 0  # == count_nonzero(cluster.overloaded)
         # per job: ((server, CPU sum, memory sum) per server in task order, sorted servers, sorted GPUs) of its
         # running tasks, for usage changes; dropped whenever one of its tasks is attached or detached
@@ -248,6 +254,9 @@ class Resources:
         # co-location interference: per GPU, {job: its ratio} for the jobs whose ratio there exceeds 1
         self.interference = Interference(config.interference, config.interference_xi)
         self.gpu_xi: list[dict[Job, float]] = [NO_RATIOS] * c.n_gpus
+        # the jobs with a task on a server or GPU whose slowdown (server_slow, gpu_slow, gpu_xi) changed, until
+        # the progress layer reads their slowdowns again (it keeps the others': refresh_rate's ``stale``)
+        self.slow_changed: set[Job] = set()
         self._gpu_type = list(c.gpu_type)
 
     # ------------------------------------------------------------------------------------------ admission
@@ -452,33 +461,20 @@ class Resources:
 
     # --------------------------------------------------------------------------------- network traffic
     def move_traffic(self, job: Job, old: tuple, new: tuple) -> Changes:
-        """Move ``job``'s NIC loads from its ``old`` to its ``new`` traffic, each (iterations per second,
-        {(server a, server b): MB per iteration}, the servers of those pairs); pair by pair, the float
-        operations of in-place updates. Every server involved is judged again both ways: traffic that ends
-        (the job finished, slowed down or moved) must also clear an overload it caused. Where the job starts or
-        stops crossing a NIC, the NIC's other jobs get another share of it: they are reported in ``jobs``."""
-        net = self.net.values  # updated in place pair by pair, then published once per server
-        changed: frozenset = frozenset()
-        old_rate, old_cross, old_servers = old
-        if old_rate > 0 and old_cross:
-            for (a, b), mb in old_cross.items():
-                d = mb * old_rate
-                net[a] -= d
-                net[b] -= d
-            changed = old_servers
-        rate, cross, servers = new
-        if rate > 0 and cross:
-            for (a, b), mb in cross.items():
-                d = mb * rate
-                net[a] += d
-                net[b] += d
-            changed = changed | servers if changed else servers
-        for s in changed:
-            if -1e-9 < net[s] < 1e-9:  # abs(v) < 1e-9: float residue of cancelled terms
-                net[s] = 0.0
-        self.net.publish(changed)
-        for s in changed:  # the order does not matter: only the set of overloads that began or ended does
-            self._judge_overload(s)
+        """Move ``job``'s NIC loads from its ``old`` to its ``new`` traffic, each (iterations per second, the
+        servers of its cross-server pairs, those pairs as arrays: servers (n, 2), MB per iteration (n,)), pair by
+        pair (:func:`~clustergym.core.resource_kernels.move_net`). Every server involved is judged again both
+        ways: traffic that ends (the job finished, slowed down or moved) must also clear an overload it caused.
+        Where the job starts or stops crossing a NIC, its other jobs get another share of it: reported in ``jobs``."""
+        old_rate, old_servers, old_pairs = old
+        rate, servers, pairs = new
+        old_on, new_on = old_rate > 0 and old_servers, rate > 0 and servers  # the sides that move bytes
+        if old_on or new_on:
+            (oa, om), (na, nm) = old_pairs if old_on else NO_PAIRS, pairs if new_on else NO_PAIRS
+            flips = move_net(self.net, oa, om, old_rate, na, nm, rate, self.cpu_use.array, self.mem_use.array,
+                             self._hot_counts, self._limits, self.overloaded.array, self._flips)
+            for i in range(flips):  # the servers whose overload began or ended
+                self._judge_overload(int(self._flips[i]))
         if old_servers is not servers and old_servers != servers:
             self._move_flows(job, old_servers, servers)
         return self.changes
@@ -507,7 +503,7 @@ class Resources:
         """Which of (GPU, CPU, memory, network) of server ``s`` are above h_r now (GPU: one of its GPUs is
         overloaded by :func:`gpu_overloaded`)."""
         return (self._server_hot_gpus[s] > 0, self.cpu_use.values[s] > self._cpu_limit[s],
-                self.mem_use.values[s] > self._mem_limit[s], self.net.values[s] > self._net_limit[s])
+                self.mem_use.values[s] > self._mem_limit[s], self.net[s] > self._net_limit[s])
 
     def overloaded_servers(self) -> list[int]:
         if not self.n_overloaded:  # the common case, asked at every tick
@@ -518,7 +514,7 @@ class Resources:
         """Set server ``s``'s overload flag from its current use (MLFS: any resource above h_r):
         ``any(self.overloaded_resources(s))``, spelled out because it runs at every change of use."""
         over = (self.cpu_use.values[s] > self._cpu_limit[s] or self.mem_use.values[s] > self._mem_limit[s]
-                or self.net.values[s] > self._net_limit[s] or self._server_hot_gpus[s] > 0)
+                or self.net[s] > self._net_limit[s] or self._server_hot_gpus[s] > 0)
         if over == self.overloaded.values[s]:
             return
         (self.changes.began if over else self.changes.ended).append(s)
@@ -555,12 +551,15 @@ class Resources:
             hot = n_jobs > 1 and overloaded(load, n_jobs, h)  # (never with one job: skip the call)
             if hot != gpu_hot[g]:
                 gpu_hot[g] = hot
-                server_hot[self._gpu_server[g]] += 1 if hot else -1
+                s = self._gpu_server[g]
+                server_hot[s] += 1 if hot else -1
+                self._hot_counts[s] = server_hot[s]
             # with co-location interference on, its ratio is the whole cost of sharing (gpu_xi, not this rule)
             slow = 1.0 if n_jobs == 1 or load <= 1.0 or xi_on else slowdown(load, step)
             if slow != gpu_slow[g]:
                 gpu_slow[g] = slow
                 slowed.extend([job for job, _ in on_gpu])
+                self.slow_changed.update([job for job, _ in on_gpu])
         if new_loads:
             self.gpu_load.publish(new_loads)
         cpu_use, mem_use, server_slow = self.cpu_use.values, self.mem_use.values, c.server_slow
@@ -574,7 +573,9 @@ class Resources:
                 slow = contention(max(cu / self._cpu_cap[s], mu / self._mem_cap[s]), step)
             if slow != server_slow[s]:
                 server_slow[s] = slow
-                slowed.extend([t.job for t in c.server_tasks[s]])
+                jobs = [t.job for t in c.server_tasks[s]]
+                slowed.extend(jobs)
+                self.slow_changed.update(jobs)
 
     def _refresh_interference(self, g: int, on_gpu: tuple) -> None:
         """Recompute GPU ``g``'s interference ratios after its jobs changed; report the jobs whose ratio changed
@@ -583,7 +584,9 @@ class Resources:
         old = self.gpu_xi[g]
         if xi != old:
             self.gpu_xi[g] = xi
-            self.changes.jobs.extend([*old, *(job for job in xi if job not in old)])
+            jobs = [*old, *(job for job in xi if job not in old)]
+            self.changes.jobs.extend(jobs)
+            self.slow_changed.update(jobs)
 
     def _gpu_job_utils(self, g: int) -> tuple:
         """Rebuild _gpu_jobs[g] (and the GPU's job count). A job's use of the GPU is its busiest task's:
