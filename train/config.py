@@ -90,7 +90,7 @@ class TrainConfig:
     eval_max_steps: int | None = 10_000  # agent-step cap per periodic evaluation episode (MLF-H needs < 1,000)
     decode: str = "joint"  # how evaluations read the agent's deterministic action (clustergym.agents.decode)
     select_metric: str = "mean_jct_censored"  # best checkpoint: fewest unfinished jobs, then the best mean of this
-    eval_baselines: list[str] = field(default_factory=lambda: ["mlf-h", "mlfs-h+c", "fifo"])
+    eval_baselines: list[str] = field(default_factory=lambda: ["mlf-h", "mlfs-h+c", "mlf-h-req", "fifo"])
     eval_seed: int = 10_000  # final-table windows use reset(seed=eval_seed + i)
     final_eval_episodes: int = 20  # held-out windows in the final results table
     final_eval_max_steps: int | None = 10_000  # agent-step cap per final evaluation episode (None = env's)
