@@ -68,7 +68,7 @@ def agree_range(m: float, lo: float, hi: float, paper_lo: float, paper_hi: float
         return "no data"
     paper_sign = np.sign(paper_lo + paper_hi)
     same = np.sign(m) == paper_sign
-    if not (np.isfinite(lo) and np.isfinite(hi)):  # one pair (or no spread): no interval, so no significance
+    if not (np.isfinite(lo) and np.isfinite(hi)):  # fewer than two pairs: no interval, so no significance
         return "no interval (n < 2); " + ("value in the paper's direction" if same else "value opposite")
     significant = lo > 0 or hi < 0
     overlap = not (hi < min(paper_lo, paper_hi) or lo > max(paper_lo, paper_hi))
