@@ -346,7 +346,7 @@ def fitting_jobs(specs: list, cluster, max_gpus: int) -> tuple[list, list]:
     ``info["episode"]["dropped_jobs"]``."""
     from .core.catalogue_data import get_model
     from .core.dag import build_tasks
-    from .core.resources import cluster_totals, never_runs
+    from .core.feasibility import cluster_totals, never_runs
 
     kept, dropped = [], []
     totals = cluster_totals(cluster)

@@ -12,7 +12,7 @@ from clustergym.baselines.simple import FIFO
 from clustergym.core.engine import SimConfig, SimConfigError, Simulator, StallWarning, UnplaceableJob
 from clustergym.core.job import TaskState
 from clustergym.core.progress import iters_at
-from clustergym.core.resources import idle_packing, never_runs
+from clustergym.core.feasibility import idle_packing, never_runs
 from helpers import MODELS, cluster, job, models, toy_model
 
 pytestmark = pytest.mark.reliability  # part of the reliability suite (make test-slow)
