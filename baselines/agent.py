@@ -94,7 +94,7 @@ class HeuristicAgent:
             return np.int64(a), None
         self.policy.begin(self._view)
         w = u.window
-        for i, cmd in enumerate(self.policy.preferences(self._view, self.view())):
+        for i, cmd in enumerate(self.policy.ranked(self._view, self.view())):
             if i >= self.max_preferences:
                 break
             a = w.action(cmd)

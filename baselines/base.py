@@ -29,6 +29,7 @@ from clustergym.core.dag import link_volumes
 from clustergym.core.job import Job, Task, TaskState
 from clustergym.core.resources import fits
 from clustergym.core.view import ClusterView
+from clustergym.core.workload import STOP_OPTIONS
 
 if TYPE_CHECKING:
     from clustergym.core.engine import Simulator
@@ -393,18 +394,25 @@ class Policy:
     """Base class. Subclasses set ``name`` and ``source`` and implement :meth:`preferences`.
 
     Parameters common to all: ``gang_guard`` (start a job only if all its waiting tasks fit now; a job
-    already partly placed is always completed first).
+    already partly placed is always completed first) and ``stop_option`` (MLFS §3.5: the stopping option the
+    system puts every changeable job on, "opt-stop" or "requirement", where the job's user let the system
+    change it and the option is cheaper than the user's; None = the users' own options, what MLFS's
+    comparison methods run). It gives every heuristic the stopping lever MLF-H and the agent have:
+    ``sjf:stop_option=requirement``. Its commands come before the policy's own preferences (:meth:`ranked`).
     """
 
     name: ClassVar[str] = "policy"
     source: ClassVar[str] = ""
     uniform_over_mask: ClassVar[bool] = False  # the env adapter samples the mask (random policy)
-    # the stopping option the policy runs every changeable job with (see system_stop_preferences); None: the
-    # users' own options (the comparison methods run the iterations their users asked for)
-    system_stop_option: ClassVar[str | None] = None
     gang_guard: bool = True
+    stop_option: str | None = None
 
     def __post_init__(self) -> None:
+        if self.stop_option is not None and self.stop_option not in STOP_OPTIONS:
+            raise ValueError(f"{self.name}: stop_option must be None or one of {STOP_OPTIONS}, got "
+                             f"{self.stop_option!r}")
+        if self.stop_option is not None and self.uniform_over_mask:
+            raise ValueError(f"{self.name}: samples the action mask uniformly, so it cannot apply stop_option")
         self._view: ClusterView | None = None  # the simulation of the current episode
         self._round: tuple = ()
         self._touched: set[int] = set()  # tasks moved or requeued in this round: never touched twice
@@ -441,23 +449,35 @@ class Policy:
     def params(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
 
+    @property
+    def system_stop_option(self) -> str | None:
+        """The stopping option the system runs every changeable job with (``stop_option``)."""
+        return self.stop_option
+
     # -- decisions
     def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        """The policy's own commands, most preferred first (placements, migrations, requeues, ...)."""
         raise NotImplementedError
+
+    def ranked(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        """Every command the policy would take, most preferred first: the system's stop-option changes
+        (:meth:`system_stop_preferences`), then :meth:`preferences`. Drivers (:meth:`decide`, the env
+        adapter) read this."""
+        yield from self.system_stop_preferences(view, cands)
+        yield from self.preferences(view, cands)
 
     def decide(self, view: ClusterView, cands: Candidates | None = None) -> Command | None:
         """The most preferred valid command, or None to end the round."""
         self.begin(view)
         cands = Candidates.full(view) if cands is None else cands
-        for cmd in self.preferences(view, cands):
+        for cmd in self.ranked(view, cands):
             if is_valid(view, cmd):
                 return cmd
         return None
 
     def system_stop_preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
         """The "stop-option" commands that put the jobs of ``cands`` on :attr:`system_stop_option`
-        (:func:`system_stop_commands`); nothing when it is None. A policy that declares an option yields these
-        first in its :meth:`preferences`."""
+        (:func:`system_stop_commands`); nothing when it is None."""
         if self.system_stop_option is not None:
             yield from system_stop_commands(view, cands, self.system_stop_option)
 

@@ -48,7 +48,6 @@ from clustergym.core.job import Job, Task, TaskState
 from clustergym.core.loadcontrol import LoadControl
 from clustergym.core.resources import gpu_overloaded, overload_limits
 from clustergym.core.view import ClusterView
-from clustergym.core.workload import STOP_OPTIONS
 
 if TYPE_CHECKING:
     from clustergym.core.engine import Simulator
@@ -77,9 +76,10 @@ class MLFH(Policy):
 
     name = "mlf-h"
     source = "MLFS (Wang, Liu, Shen, CoNEXT'20) §3.3 Eqs. 2-6, §4.1 defaults"
-    # the option every changeable job runs with: MLFS §4 "we assume that all jobs use OptStop"; "requirement"
-    # (stop as soon as the accuracy requirement is met) isolates how much an earlier stop is worth
-    stop_option: str = "opt-stop"
+    # the option every changeable job runs with (Policy.stop_option): MLFS §4 "we assume that all jobs use
+    # OptStop"; "requirement" (stop as soon as the accuracy requirement is met) isolates what an earlier stop
+    # is worth
+    stop_option: str | None = "opt-stop"
     alpha: float = 0.3
     gamma: float = 0.8
     gamma_d: float = 0.3
@@ -98,15 +98,6 @@ class MLFH(Policy):
     relieve_only: bool = True  # act on a server only if moving its candidates out can end its overload
     overload_persist_s: float = 600.0  # act on an overload only once it has lasted this long
     ps_first_across_jobs: bool = False  # ablation: a PS's +inf ranks its whole job before every other job
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.stop_option not in STOP_OPTIONS:
-            raise ValueError(f"{self.name}: stop_option must be one of {STOP_OPTIONS}, got {self.stop_option!r}")
-
-    @property
-    def system_stop_option(self) -> str:  # type: ignore[override]  (a parameter here, a class constant in Policy)
-        return self.stop_option
 
     # ------------------------------------------------------------------ priority
     def job_priorities(self, view: ClusterView, job: Job) -> list[float]:
@@ -173,7 +164,6 @@ class MLFH(Policy):
         return view.overload_threshold if self.h_r is None else self.h_r
 
     def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
-        yield from self.system_stop_preferences(view, cands)
         util = view.utilisation()
         if self.migrate and cands.migrate:
             yield from self._migrations(view, cands, util)

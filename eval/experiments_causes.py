@@ -13,9 +13,20 @@ Each question is answered by changing one thing and keeping everything else (win
   (Graphene: Tetris alignment; fair: Borg's worst-fit spreading). ``placement=pack`` gives each the shared best
   fit FIFO uses and keeps its order; Graphene's ``long_s=.inf`` drops its long-jobs-first rule and keeps its
   placement.
+
+``contention-room``: how much of a policy's mean JCT is contention at all. The same windows are played as they
+are (offered load 1.5) and with their arrivals spread to offered load 0.02 with no time limit, where every job
+runs essentially alone: same jobs, GPU counts, curves and stopping points. The difference bounds what any
+order or queueing decision could still gain over that policy's own placement and stopping rule.
+
+``stop-lever``: the heuristics with the lever the agent and ``mlf-h-req`` have. Each runs as published (its
+users' iterations; MLF-H: OptStop) and with ``stop_option=requirement`` (every changeable job stopped at its
+accuracy requirement): what the lever is worth to each, and which order and placement is best once every
+policy has it.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from .experiment_kit import CONTENDED, contended_runs, experiment, paired_rel, pct_ci
@@ -25,6 +36,13 @@ ALL_OPTSTOP = {"mapping": {"stop_mix": {"opt-stop": 1.0}}}
 DEFAULT_POLICIES = ("fifo", "mlf-h", "mlfs-h+c", "graphene", "graphene-pack=graphene:placement=pack",
                     "graphene-nolong=graphene:long_s=.inf", "fair", "fair-pack=fair:placement=pack")
 STOP_POLICIES = ("fifo", "mlf-h", "mlfs-h+c")
+# policies whose stopping point does not depend on load (MLF-C's does: alone, nothing is overloaded, so
+# mlfs-h+c runs OptStop where contended it stops at the requirement; its "alone" is no bound)
+ROOM_POLICIES = ("mlf-h-req", "mlf-h")
+ALONE_LOAD = 0.02  # offered load at which the window's jobs hardly overlap (episode means then differ < 1 %)
+FINAL_TABLE_SEEDS = tuple(range(10_000, 10_020))  # train/config.py's eval_seed, final_eval_episodes
+JCT = "mean_jct_censored"  # an unfinished job counts to the episode's end, as in train/ppo.py's tables
+LEVER_POLICIES = ("fifo", "sjf", "edf", "tiresias", "graphene", "gavel", "mlf-h")
 
 
 @experiment
@@ -75,4 +93,69 @@ def _claims_causes(agg) -> list[dict]:
                       ("graphene-nolong", "Graphene without long-jobs-first, Tetris placement kept"),
                       ("fair-pack", "fair with best fit instead of worst-fit spreading, order kept")):
         add(f"{var} vs FIFO", var, "fifo", base, base, what)
+    return rows
+
+
+@experiment
+def contention_room(out: Path, quick: bool = False, seeds=None) -> dict:
+    """Each policy's mean JCT on the contended windows against the same jobs run one at a time (arrivals spread
+    to offered load 0.02, no time limit): the share of its JCT that contention costs."""
+    seeds = seeds or ([FINAL_TABLE_SEEDS[0]] if quick else list(FINAL_TABLE_SEEDS))
+    runs = (contended_runs(ROOM_POLICIES, (1.5,), seeds)
+            + contended_runs(ROOM_POLICIES, (ALONE_LOAD,), seeds, label="alone", max_sim_time=math.inf))
+    notes = (f"Held-out windows of `{CONTENDED}`, seeds {seeds[0]}-{seeds[-1]} (the final table of "
+             f"`train/ppo.py`). `contended@x1.5`: the windows as trained on; `alone@x{ALONE_LOAD}`: the same "
+             f"windows with inter-arrival times stretched to offered load {ALONE_LOAD} and `max_sim_time=inf`, so "
+             f"every job finishes and hardly meets another. Both policies stop a job at a point of its curve "
+             f"(its requirement, OptStop), not of the load, so every job runs the same iterations in both.")
+    return {"runs": runs, "reference": "mlf-h-req", "title": "contention-room: what contention costs each "
+            "policy", "notes": notes, "claims": _claims_room}
+
+
+def _claims_room(agg) -> list[dict]:
+    import pandas as pd
+
+    ep = agg["episodes"]
+    labels = list(dict.fromkeys(ep["scenario"]))
+    busy = next((s for s in labels if s.startswith("contended@")), None)
+    alone = next((s for s in labels if s.startswith("alone@")), None)
+    rows = []
+    for policy in dict.fromkeys(ep["policy"]):
+        y = ep[(ep["policy"] == policy) & (ep["scenario"] == alone)].assign(policy="y", scenario="pair")
+        z = ep[(ep["policy"] == policy) & (ep["scenario"] == busy)].assign(policy="z", scenario="pair")
+        if not (len(y) and len(z)):
+            continue
+        m, lo, hi, n = paired_rel(pd.concat([y, z]), "y", "z", JCT)
+        unfinished = int(y[["unfinished", "not_submitted"]].to_numpy().sum())
+        rows.append({"claim": f"{policy}: jobs alone vs contended", "paper": "the room left by contention",
+                     "measured": f"mean JCT {pct_ci(m, lo, hi, n)}; {z[JCT].mean():,.0f} s contended, "
+                                 f"{y[JCT].mean():,.0f} s alone ({unfinished} jobs unfinished alone)",
+                     "agrees": "n/a (isolation)"})
+    return rows
+
+
+@experiment
+def stop_lever(out: Path, quick: bool = False, seeds=None) -> dict:
+    """Every order-and-placement heuristic with and without the stopping lever (stop_option=requirement)."""
+    seeds = seeds or ([FINAL_TABLE_SEEDS[0]] if quick else list(FINAL_TABLE_SEEDS))
+    policies = [*LEVER_POLICIES, *(f"{p}-req={p}:stop_option=requirement" for p in LEVER_POLICIES)]
+    notes = (f"Held-out windows of `{CONTENDED}` at offered load 1.5, seeds {seeds[0]}-{seeds[-1]} (the final "
+             f"table of `train/ppo.py`). `<name>-req` is the heuristic with `stop_option=requirement` "
+             f"(`mlf-h-req` is then `mlf-h:stop_option=requirement`, the registered `mlf-h-req`'s rule).")
+    return {"runs": contended_runs(policies, (1.5,), seeds), "reference": "mlf-h-req",
+            "title": "stop-lever: every heuristic with the stopping lever", "notes": notes,
+            "claims": _claims_lever}
+
+
+def _claims_lever(agg) -> list[dict]:
+    ep = agg["episodes"]
+    present = set(ep["policy"])
+    rows = []
+    for p in LEVER_POLICIES:
+        req = f"{p}-req"
+        for y, z, what in ((req, p, "the lever's effect"), (req, "mlf-h-req", "against mlf-h-req, same lever")):
+            if y in present and z in present and y != z:
+                m, lo, hi, n = paired_rel(ep, y, z, JCT)
+                rows.append({"claim": f"{y} vs {z}", "paper": what, "measured": f"mean JCT {pct_ci(m, lo, hi, n)}",
+                             "agrees": "n/a (isolation)"})
     return rows

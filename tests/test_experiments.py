@@ -168,3 +168,42 @@ def test_profiling_loss_counts_pair_strict_jobs_by_seed_and_job():
     assert (d["n"], d["lost"], d["won"], d["lost_margin_median"]) == (3, 1, 1, 200.0)
     assert d["lost_slack_quartiles"] == (900.0, 900.0)  # job 1: 1000 - 0 - 100
     assert beyond_span(jobs) == {"unisched": 0.0, "unisched-noprof": pytest.approx(1 / 3)}
+
+
+def test_contention_room_spreads_only_the_arrivals(tmp_path):
+    runs = experiments.get("contention-room")(tmp_path)["runs"]
+    by = {(r["policy"], r["scenario"], r["seed"]): r["env_kwargs"] for r in runs}
+    busy, alone = by[("mlf-h-req", "contended@x1.5", 10000)], by[("mlf-h-req", "alone@x0.02", 10000)]
+    assert busy["load"] == 1.5 and alone["load"] == 0.02 and alone["max_sim_time"] == math.inf
+    assert {k: v for k, v in alone.items() if k not in ("load", "max_sim_time")} == \
+        {k: v for k, v in busy.items() if k != "load"}
+    assert {r["seed"] for r in runs} == set(range(10000, 10020))  # the final table's windows
+
+
+def test_contention_room_claims_pair_each_policy_with_itself():
+    from clustergym.eval.experiments_causes import _claims_room
+
+    rows = [{"policy": p, "scenario": sc, "seed": s, "mean_jct_censored": jct * (1 + s), "unfinished": 0,
+             "not_submitted": u}
+            for s in range(3) for p, sc, jct, u in (("mlf-h-req", "contended@x1.5", 100.0, 0),
+                                                      ("mlf-h-req", "alone@x0.02", 90.0, 1),
+                                                      ("mlf-h", "contended@x1.5", 400.0, 0))]
+    claims = {r["claim"]: r["measured"] for r in _claims_room({"episodes": pd.DataFrame(rows)})}
+    assert list(claims) == ["mlf-h-req: jobs alone vs contended"]  # mlf-h has no alone runs: no row
+    assert "-10.0" in claims["mlf-h-req: jobs alone vs contended"].replace("−", "-")
+    assert "(3 jobs unfinished alone)" in claims["mlf-h-req: jobs alone vs contended"]
+
+
+def test_stop_lever_pairs_each_heuristic_with_its_requirement_twin(tmp_path):
+    runs = experiments.get("stop-lever")(tmp_path, quick=True)["runs"]
+    specs = {r["policy"]: r["policy_spec"] for r in runs}
+    assert specs["sjf-req"]["name"] == "sjf" and specs["sjf-req"]["params"] == {"stop_option": "requirement"}
+    assert specs["sjf"]["params"] == {} and len(specs) == 14
+    from clustergym.eval.experiments_causes import _claims_lever
+
+    rows = [{"policy": p, "scenario": "contended@x1.5", "seed": s, "mean_jct_censored": jct * (1 + s)}
+            for s in range(3) for p, jct in (("sjf", 200.0), ("sjf-req", 50.0), ("mlf-h", 300.0), ("mlf-h-req", 40.0))]
+    claims = {r["claim"]: r["measured"] for r in _claims_lever({"episodes": pd.DataFrame(rows)})}
+    assert "-75.0" in claims["sjf-req vs sjf"].replace("−", "-")
+    assert "+25.0" in claims["sjf-req vs mlf-h-req"]
+    assert "mlf-h-req vs mlf-h-req" not in claims and "fifo-req vs fifo" not in claims

@@ -95,8 +95,8 @@ def _start(sim: Simulator, policy) -> None:
 def test_registered_names_and_parameters():
     for name in ("sjf-bsbf", "sjf-ffs", "sjf-gpu"):
         assert name in baselines.available()
-    assert baselines.make("sjf-ffs").params() == {"gang_guard": True, "sharing": "first-fit", "order_by_gpus": False,
-                                                  "sub_batches": True}
+    assert baselines.make("sjf-ffs").params() == {"gang_guard": True, "stop_option": None, "sharing": "first-fit",
+                                                  "order_by_gpus": False, "sub_batches": True}
     with pytest.raises(ValueError, match="sharing must be one of"):
         baselines.make("sjf-bsbf", sharing="always")
 

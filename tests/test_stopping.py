@@ -171,8 +171,46 @@ def test_mlf_h_stop_option_parameter_sets_every_changeable_jobs_rule():
     moved = [(a, b) for (changeable, a), (_, b) in zip(*records.values()) if changeable]
     assert moved and all(b == "requirement" for _, b in moved)
     assert any(a == "opt-stop" for a, _ in moved)
-    with pytest.raises(ValueError, match="stop_option must be one of"):
+    with pytest.raises(ValueError, match="stop_option must be None or one of"):
         baselines.make("mlf-h", stop_option="sometimes")
+
+
+CORE_HEURISTICS = [n for n in baselines.available() if n not in ("random", "mlfs-h+c", "mlfs-h+c-act")]
+
+
+@pytest.mark.parametrize("name", CORE_HEURISTICS)
+def test_every_heuristic_takes_the_stopping_lever(name):
+    # stop_option puts every changeable job on the system's option before the policy's own commands, so the
+    # same order and placement run requirement-stopped jobs: fewer iterations each, never more
+    plain, req = generator_sim(1, n_jobs=12), generator_sim(1, n_jobs=12)
+    run(plain, baselines.make(name, stop_option=None))
+    run(req, baselines.make(name, stop_option="requirement"))
+    both = 0
+    for a, b in zip(plain.job_records(), req.job_records()):
+        assert b["final_stop_option"] == "requirement" and a["final_stop_option"] in ("run-all", "opt-stop")
+        if a["state"] == b["state"] == "FINISHED":  # (sjf-bsbf leaves a 9-task job unplaced here either way)
+            both += 1
+            assert b["iterations"] <= a["iterations"] and b["accuracy_met"]
+    assert both >= 10
+
+
+def test_the_stopping_lever_acts_through_the_env_and_is_refused_where_it_cannot_act():
+    import gymnasium as gym
+
+    from clustergym.eval.rollout import predictor, rollout
+
+    env = gym.make("clustergym/GPUCluster-v1", window_jobs=20, max_steps=3000)
+    records = {}
+    for option in (None, "requirement"):
+        rollout(env, predictor(baselines.make("sjf", env, stop_option=option), env), seed=3)
+        records[option] = env.unwrapped.sim.job_records()
+    finished = [r for r in records["requirement"] if r["state"] == "FINISHED"]
+    assert finished and all(r["final_stop_option"] == "requirement" for r in finished)
+    assert all(r["final_stop_option"] == "run-all" for r in records[None])
+    with pytest.raises(ValueError, match="cannot apply stop_option"):
+        baselines.make("random", stop_option="requirement")
+    with pytest.raises(ValueError, match="stop_option must be None or one of"):
+        baselines.make("fifo", stop_option="early")
 
 
 def test_mlf_h_req_fraction_is_a_dose_of_the_stopping_lever():
