@@ -29,6 +29,7 @@ from .job import (JOB_ACTIVE, TASK_RUNNING, TASK_WAITING, InvalidCommand, Job, J
                   TaskState, make_jobs)  # (InvalidCommand: part of the engine API)
 from .lease import LeaseError, Leases, checkpoint_s  # noqa: F401  (LeaseError: part of the engine API)
 from .metrics import Metrics, job_records
+from .nas import NasControl
 from .progress import (advance, cancel_completion, completion_time, on_attach, on_detach, refresh_rate,
                        start as start_progress, stop as stop_progress)
 from .resources import Changes, Resources
@@ -37,8 +38,9 @@ from .state import ClusterState
 from .timeline import make_timeline
 from .workload import JobSpec
 
-# event kinds, in tie-break order at equal times: state changes before the tick that reacts to them
-EV_COMPLETE, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_LEASE, EV_TICK = range(8)
+# event kinds, in tie-break order at equal times: state changes before the tick that reacts to them; the first
+# two carry the job's completion epoch (a stale one is skipped)
+EV_COMPLETE, EV_RUNG, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_LEASE, EV_TICK = range(9)
 
 
 class UnplaceableJob(ValueError):
@@ -70,6 +72,7 @@ class Simulator:
         self.jobs: list[Job] = make_jobs(jobs, models, seed, self.config.optstop_error_sigma)
         self.tasks: list[Task] = [t for job in self.jobs for t in job.tasks]
         self.job_by_id: dict[int, Job] = {job.spec.job_id: job for job in self.jobs}
+        self.nas = NasControl(self.jobs, self.config.nas_first_rung, self.config.nas_eta)  # NAS groups' controllers
         self.resources = Resources(self.cluster, self.config, len(self.tasks))
         for job in self.jobs:
             start_progress(job)
@@ -262,7 +265,7 @@ class Simulator:
         job = self.job(jid)
         if job.state != JOB_ACTIVE:
             raise InvalidCommand(f"job {jid} is {job.state.name}, only ACTIVE jobs can be stopped")
-        self._finish(job, JobState.STOPPED)
+        self._finish(job, JobState.STOPPED, "command")
         self._flush()
 
     def stop_option_error(self, jid: int, option: str | None) -> str | None:
@@ -317,7 +320,7 @@ class Simulator:
                     return True
                 self._after_round()
                 continue
-            if kind != EV_COMPLETE or token == epoch[obj]:  # most completions were rescheduled since: nothing to do
+            if kind > EV_RUNG or token == epoch[obj]:  # most completions were rescheduled since: nothing to do
                 self._handle(kind, obj, token)
                 if self._dirty:
                     self._flush()
@@ -383,6 +386,13 @@ class Simulator:
                 self._touch(job)
                 job.iters = max(job.iters, job.target_iters)  # absorb float shortfall of rate x time
                 self._finish(job, JobState.FINISHED)
+        elif kind == EV_RUNG:  # a NAS trial reached a rung: its group's controller keeps or stops it
+            if job.state == JOB_ACTIVE:
+                self._touch(job)
+                if self.nas.judge(job):
+                    self._push_rung(job)
+                else:
+                    self._finish(job, JobState.STOPPED, "nas")
         elif kind == EV_RESUME:  # a checkpoint/restore pause ended: materialise progress, nothing else changes
             if job.state == JOB_ACTIVE:
                 self._touch(job)
@@ -510,11 +520,20 @@ class Simulator:
                 if when is not None:  # otherwise the pending completion event is still right
                     self._epoch[job] += 1
                     self._push(when, EV_COMPLETE, job, self._epoch[job])
+                    if job.spec.nas_group is not None:
+                        self._push_rung(job)
             else:
                 cancel_completion(job)
                 self._epoch[job] += 1
 
-    def _finish(self, job: Job, state: JobState) -> None:
+    def _push_rung(self, job: Job) -> None:
+        """Schedule the NAS trial's next rung at its current rate, under its current completion epoch."""
+        at = self.nas.rung_time(job, self.now)
+        if at is not None:
+            self._push(at, EV_RUNG, job, self._epoch[job])
+
+    def _finish(self, job: Job, state: JobState, by: str = "") -> None:
+        """End the job in ``state``; ``by``: who stopped a STOPPED job ("command" or "nas")."""
         self._touch(job)  # materialise progress (and bytes) up to now
         for t in job.tasks:
             if t.state == TASK_RUNNING:
@@ -526,6 +545,7 @@ class Simulator:
         self._absorb(self.resources.move_traffic(job, *stop_progress(job)))
         job.state = state
         job.record.end_time = self.now
+        job.record.stopped_by = by
         self._epoch[job] += 1
         if job.record.acc_at_deadline < 0:
             job.record.acc_at_deadline = job.accuracy()
@@ -535,7 +555,6 @@ class Simulator:
         self.metrics.on_job_end(job)
         self._dirty.pop(job, None)
         self._request_tick()
-
 
     # ------------------------------------------------------------------ decision points
     def _decision_possible(self) -> bool:
