@@ -28,6 +28,7 @@ from .hardware import ClusterSpec
 from .job import (JOB_ACTIVE, TASK_RUNNING, TASK_WAITING, InvalidCommand, Job, JobState, Task,  # noqa: F401
                   TaskState, make_jobs)  # (InvalidCommand: part of the engine API)
 from .lease import LeaseError, Leases, checkpoint_s  # noqa: F401  (LeaseError: part of the engine API)
+from .feasibility import some_ready_task_fits
 from .metrics import Metrics, job_records
 from .nas import NasControl
 from .progress import (advance, cancel_completion, completion_time, on_attach, on_detach, refresh_rate,
@@ -164,11 +165,8 @@ class Simulator:
         return self.resources.feasible_servers(task, moving)
 
     def cluster_overload_degree(self) -> float:
-        """MLFS §3.5 O_c: mean over servers of ||U_s||, here divided by sqrt(M) (the RMS) so it is on
-        the same 0..1 scale as h_s = 0.9 (the printed norm of M=4 utilisations would reach 2)."""
-        u = self.cluster.utilisation()
-        m = np.stack([u["gpu"], u["cpu"], u["mem"], u["net"]])
-        return float(np.mean(np.sqrt(np.mean(m * m, axis=0))))
+        """MLFS §3.5 O_c (:meth:`clustergym.core.state.ClusterState.overload_degree`)."""
+        return self.cluster.overload_degree()
 
     def cluster_overloaded(self) -> bool:
         """MLFS §3.5: tasks in the queue, or O_c > h_s."""
@@ -563,7 +561,7 @@ class Simulator:
             return bool(self.active_jobs)
         if mode == "queue" and self.queue:
             return True
-        if self._some_ready_task_fits():
+        if some_ready_task_fits(self.queue.values(), self.resources):
             return True
         if mode == "placement":
             return False
@@ -582,17 +580,6 @@ class Simulator:
             return True
         return False
 
-    def _some_ready_task_fits(self) -> bool:
-        seen = set()
-        for t in self.queue.values():
-            key = (t.t.gpu_memory_gb, t.t.cpu_cores, t.t.memory_gb, t.is_ps)
-            if key in seen or not t.is_ready():
-                continue
-            seen.add(key)
-            if self.resources.feasible_servers(t).any():
-                return True
-        return False
-
     def _after_round(self) -> None:
         """A tick's decision round ended (or the tick needed no decision): run the controllers on the
         state the policy left (MLF-C judges overload by what is *still* queued), then, if something is
@@ -604,7 +591,7 @@ class Simulator:
         if not self.active_jobs:
             return
         mode, tick = self.config.decide_on, self.config.tick_s
-        if mode == "always" or (mode == "queue" and self.queue) or self._some_ready_task_fits():
+        if mode == "always" or (mode == "queue" and self.queue) or some_ready_task_fits(self.queue.values(), self.resources):
             self._request_tick(self.now + tick)
         elif mode != "placement" and any(self.cluster.server_tasks[s] for s in self.overloaded_servers()):
             self._request_tick(max(self.now + tick, self._overload_offered_at + self.config.overload_recheck_s))
