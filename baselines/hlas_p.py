@@ -25,8 +25,15 @@ numbers; every value below is ours, exposed as a parameter:
    users; :class:`~clustergym.baselines.size_predict.History`). Their mean rounds give the historical remaining
    h = min(max(0, mean - R^r), A_n) ("averaging α and practical rounds in history": rounds still to run, so
    both terms count the same thing). R^p = (α + h) / 2 with both, the one there is with one, 0 with neither.
-3. *NAS groups* (shrink α for a job that falls behind its group): not modelled (the simulator has no NAS
-   groups).
+3. *NAS groups* (:mod:`clustergym.core.nas`: trials of one search, stopped by its controller when they fall
+   behind). A job that "falls far behind others" of its group gets a smaller prediction: R^p of steps 1-2 (step
+   3 follows them in Fig. 13) x ``nas_shrink`` (default 0.5). Falling far behind (ours): after its d whole
+   iterations the job's loss is above ``nas_lag`` (default 1.1) x the best loss another trial of its group
+   (running or ended) showed after min(d, its own iterations), i.e. some competitor did better with at most as
+   many iterations. Only what the scheduler sees is read: the group's membership and the losses its trials
+   reported so far (:meth:`~clustergym.core.view.ClusterView.nas_trials`, ``observed_loss``). ``nas_shrink``
+   = 1 switches step 3 off. The test is made whenever a prediction is (a job that starts lagging between two
+   predictions keeps its current one).
 
 A prediction is made when the scheduler first sees the job, and again once it is used up (R^r has reached its
 target) and either the job's iterations have grown by ``refit_growth`` since the last attempt or a job of its
@@ -107,16 +114,22 @@ class HLASP(LossFitParams, ExpectedSizeHLAS):
     """Hare's HLAS-P with its conservative predictor (module docstring): loss fit capped at ``horizon_s`` of
     rounds, averaged with the finished jobs of the same model. ``eps``, ``max_points``: the loss fit's
     convergence fraction and points; ``refit_growth``: growth of the iterations done before a used-up prediction
-    is made again."""
+    is made again; ``nas_lag``, ``nas_shrink``: step 3's lag factor and shrink (module docstring)."""
 
     name = "hlas-p"
     source = "Hare/HLAS-P (Chen, Li, Wu, Guo, IEEE TCC 2024) §V-A/B, Figs. 12-13, 26-27"
     horizon_s: float = 3600.0
+    nas_lag: float = 1.1
+    nas_shrink: float = 0.5
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not (math.isfinite(self.horizon_s) and self.horizon_s > 0):
             raise ValueError(f"HLAS-P horizon_s must be a finite number > 0, got {self.horizon_s!r}")
+        if not (math.isfinite(self.nas_lag) and self.nas_lag >= 1.0):
+            raise ValueError(f"HLAS-P nas_lag must be a finite number >= 1, got {self.nas_lag!r}")
+        if not 0.0 <= self.nas_shrink <= 1.0:
+            raise ValueError(f"HLAS-P nas_shrink must be in [0, 1], got {self.nas_shrink!r}")
         self.history = History()
 
     def new_episode(self, view: ClusterView) -> None:
@@ -143,7 +156,23 @@ class HLASP(LossFitParams, ExpectedSizeHLAS):
         mean = self.history.mean_rounds(job.spec.model)
         if mean is not None:
             parts.append(min(cap, max(0.0, mean - view.iters(job))))
-        return float(np.mean(parts)) if parts else 0.0
+        rounds = float(np.mean(parts)) if parts else 0.0
+        if rounds > 0.0 and self.nas_shrink < 1.0 and self.lags_group(view, job):
+            rounds *= self.nas_shrink
+        return rounds
+
+    def lags_group(self, view: ClusterView, job: Job) -> bool:
+        """Step 3's test: whether the job falls far behind its NAS group (module docstring); False outside a
+        group or before its first whole iteration."""
+        done = math.floor(view.iters(job) + 1e-9)
+        if done < 1 or job.spec.nas_group is None:
+            return False
+        best = math.inf
+        for other in view.nas_trials(job):
+            k = min(done, math.floor(view.iters(other) + 1e-9))
+            if other is not job and k >= 1:
+                best = min(best, view.observed_loss(other, k))
+        return view.observed_loss(job, done) > self.nas_lag * best
 
 
 @dataclass

@@ -34,7 +34,7 @@ class HyperSched(Policy):
         left = job.spec.deadline - view.now
         reach = min(job.target_iters, it + max(0.0, left) / T)
         m = job.spec.max_iterations
-        gain = job.model.curve.accuracy_at(reach / m) - job.model.curve.accuracy_at(it / m)
+        gain = job.curve.accuracy_at(reach / m) - job.curve.accuracy_at(it / m)
         can_finish = left > 0 and (job.target_iters - it) * T <= left
         cls = 0 if can_finish else (1 if gain > 0 else 2)
         return (cls, -gain / job.spec.n_gpus, job.spec.deadline)

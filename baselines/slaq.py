@@ -31,7 +31,7 @@ class SLAQ(Policy):
         horizon = view.tick_s if self.horizon_s is None else self.horizon_s
         it = view.iters(job)
         ahead = min(job.target_iters, it + horizon / view.ref_iter_time(job))
-        curve = job.model.curve
+        curve = job.curve
         span = max(1e-12, curve.loss[0] - min(curve.loss))
         return (job.loss_at_iter(it) - job.loss_at_iter(ahead)) / span / job.spec.n_gpus
 

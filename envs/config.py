@@ -31,7 +31,15 @@ def __getattr__(name: str) -> Any:
 # the fields holding dicts: a layer of configuration updates them key by key (EnvConfig.replace)
 _NESTED = ("sim", "mapping", "generator")
 _GENERATOR_KEYS = ("load", "arrival", "gpu_choices", "gpu_weights", "duration", "lognormal", "min_duration",
-                   "max_duration", "diurnal_amplitude", "diurnal_period", "diurnal_phase")
+                   "max_duration", "diurnal_amplitude", "diurnal_period", "diurnal_phase", "nas_fraction",
+                   "nas_group_size", "nas_pace_sigma")
+
+
+def nas_options(generator: dict) -> tuple[float, int, float]:
+    """(nas_fraction, nas_group_size, nas_pace_sigma) of a ``generator`` dict, with
+    :func:`clustergym.core.generator.generate`'s defaults."""
+    return (generator.get("nas_fraction", 0.0), generator.get("nas_group_size", 4),
+            generator.get("nas_pace_sigma", 0.3))
 
 
 class ConfigError(ValueError):
@@ -67,7 +75,8 @@ class EnvConfig:
       ``workload``: ``"philly"`` (windows of the bundled Philly trace, or of ``trace_path``: a file in Philly's
       format, or with ``trace_mapping`` any CSV, the mapping a :class:`clustergym.core.traces.ColumnMapping` YAML
       path or dict of its fields; the file is read and checked when the env is made) or ``"generator"``
-      (:func:`clustergym.core.generator.generate_trace` with ``generator`` keyword arguments; ``load`` defaults to 1)
+      (:func:`clustergym.core.generator.generate_trace` with ``generator`` keyword arguments; ``load`` defaults to 1;
+      ``nas_fraction``, ``nas_group_size``, ``nas_pace_sigma``: NAS groups, :func:`clustergym.core.nas.make_nas_groups`)
       or ``"pollux"`` (one bundled Pollux workload per episode, drawn uniformly among the split's:
       :func:`clustergym.core.traces.pollux_split`, train = workloads 1-4 and test = 5-8 at ``train_fraction``
       0.5; run times drawn by :func:`clustergym.core.traces.fill_pollux_durations` with a seed from
@@ -314,6 +323,12 @@ class EnvConfig:
         bad = set(self.generator) - set(_GENERATOR_KEYS)
         if bad:
             raise ConfigError(f"unknown generator key(s) {sorted(bad)}; known: {sorted(_GENERATOR_KEYS)}", "generator")
+        try:
+            from .core.nas import check_nas_options
+
+            check_nas_options(*nas_options(self.generator))
+        except ValueError as e:
+            raise ConfigError(f"generator: {e}", f"generator.{str(e).split()[0]}") from None
         if self.mapping:
             from .core.mapping import MappingConfig
 

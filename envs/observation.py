@@ -75,7 +75,7 @@ class ObservationBuilder:
         self._o_jstat = self._o_tstat + self.n_tstat
         self._o_jdyn = self._o_jstat + self.n_jstat
         self._o_model = self._o_jdyn + self.n_jdyn
-        self._curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._curves: dict[tuple[str, float], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def space(self, n_actions: int) -> spaces.Dict:
         W, K, G = self.W, self.K, self.G
@@ -170,11 +170,12 @@ class ObservationBuilder:
         ), np.float32)
 
     def _curve(self, job) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The job's learning curve as float64 arrays (x, loss, accuracy), converted once per model."""
-        cv = self._curves.get(job.model.name)
+        """The job's learning curve as float64 arrays (x, loss, accuracy), converted once per model and pace."""
+        key = (job.model.name, job.spec.curve_pace)
+        cv = self._curves.get(key)
         if cv is None:
-            c = job.model.curve
-            cv = self._curves[job.model.name] = (np.array(c.x, np.float64), np.array(c.loss, np.float64),
+            c = job.curve
+            cv = self._curves[key] = (np.array(c.x, np.float64), np.array(c.loss, np.float64),
                                                  np.array(c.accuracy, np.float64))
         return cv
 

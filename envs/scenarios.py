@@ -226,7 +226,9 @@ def cluster_spec(cfg):
 def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
     """Job specs of one episode and a description (window start, seeds, jobs left out, arrival scaling).
     All randomness from ``rng``."""
+    from .config import nas_options
     from .core.mapping import to_job_specs
+    from .core.nas import make_nas_groups
 
     mcfg = episode_mapping(cfg)
     draw_map = int(rng.integers(2**62))
@@ -239,7 +241,10 @@ def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
     else:
         df = _trace_window(cfg, cluster, rng, info)
     cap = int(cfg.max_job_gpus or cluster.n_gpus)
-    kept, dropped = fitting_jobs(to_job_specs(df, map_seed, mcfg, cluster), cluster, cap)
+    specs = to_job_specs(df, map_seed, mcfg, cluster)
+    if cfg.workload == "generator":
+        specs = make_nas_groups(specs, info["generator_seed"], *nas_options(cfg.generator))
+    kept, dropped = fitting_jobs(specs, cluster, cap)
     info["dropped_jobs"] = [sp.job_id for sp in dropped]
     if cfg.load is not None:
         kept = _compress(kept, float(cfg.load), cluster, mcfg, info)
@@ -262,7 +267,7 @@ def _generated_window(cfg, cluster, rng: np.random.Generator, info: dict):
     from .core.generator import generate_trace
 
     gen_seed = int(rng.integers(2**62))
-    kw = dict(cfg.generator)
+    kw = {k: v for k, v in cfg.generator.items() if not k.startswith("nas_")}  # (NAS groups: episode_jobs)
     load = kw.pop("load", 1.0)
     arrival = kw.pop("arrival", "poisson")
     df = generate_trace(cfg.window_jobs, gen_seed, cluster.n_gpus, load, arrival, **kw)

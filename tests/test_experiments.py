@@ -207,3 +207,23 @@ def test_stop_lever_pairs_each_heuristic_with_its_requirement_twin(tmp_path):
     assert "-75.0" in claims["sjf-req vs sjf"].replace("−", "-")
     assert "+25.0" in claims["sjf-req vs mlf-h-req"]
     assert "mlf-h-req vs mlf-h-req" not in claims and "fifo-req vs fifo" not in claims
+
+
+def test_hare_nas_runs_hlas_p_with_and_without_its_shrink_on_nas_groups(tmp_path):
+    from clustergym.eval.experiments_hare import NAS_GENERATOR, _claims_nas
+
+    runs = experiments.get("hare-nas")(tmp_path / "n")["runs"]
+    params = {r["policy"]: (r["policy_spec"]["name"], r["policy_spec"]["params"]) for r in runs}
+    assert params == {"hlas": ("hlas", {}), "hlas-p": ("hlas-p", {}), "hlas-p-noshrink": ("hlas-p", {"nas_shrink": 1}),
+                      "hlas-p-oracle": ("hlas-p-standin", {"fraction": 1, "error": 0})}
+    gens = {str(r["env_kwargs"]["generator"]) for r in runs}
+    assert gens == {str(NAS_GENERATOR)} and NAS_GENERATOR["nas_fraction"] > 0
+    assert {r["env_kwargs"]["workload"] for r in runs} == {"generator"} and len({r["seed"] for r in runs}) == 8
+    rows = [{"policy": p, "scenario": "v100-k80-nas", "seed": s, "mean_jct": v * (1 + s), "stopped": 6.0}
+            for s in range(3) for p, v in (("hlas", 100.0), ("hlas-p", 80.0), ("hlas-p-noshrink", 90.0),
+                                           ("hlas-p-oracle", 50.0))]
+    claims = {r["claim"]: r for r in _claims_nas({"episodes": pd.DataFrame(rows)})}
+    assert "-20.0" in claims["v100-k80-nas: mean JCT hlas-p vs hlas"]["measured"].replace("−", "-")
+    assert "hlas-p 6.0" in claims["v100-k80-nas: mean JCT hlas-p vs hlas"]["measured"]
+    shrink = claims["v100-k80-nas: mean JCT HLAS-P vs hlas-p-noshrink (step 3 off: isolates the shrink)"]
+    assert "-11.1" in shrink["measured"].replace("−", "-")

@@ -62,6 +62,11 @@ class SimConfig:
     # SJF-BSBF Fig. 6(b)) or "off" (sharing costs only the utilisation rule)
     interference: str = "gavel"
     interference_xi: float = 1.5
+    # the controller of every NAS group (clustergym.core.nas; ASHA's asynchronous successive halving, our values:
+    # Hare gives none): trials are judged at progress nas_first_rung x nas_eta^k of their budget, and a trial
+    # not within the best 1 / nas_eta of its group's trials judged at that rung so far is stopped
+    nas_eta: float = 3.0
+    nas_first_rung: float = 1.0 / 9.0
 
     def __post_init__(self) -> None:
         if self.decide_on not in DECIDE_ON:
@@ -74,6 +79,8 @@ class SimConfig:
         for names, limits in _RANGES:
             for name in names:
                 _check_number(name, getattr(self, name), *limits)
+        if self.nas_first_rung >= 1.0:
+            raise SimConfigError("nas_first_rung", "must be < 1 (a fraction of a trial's budget)", self.nas_first_rung)
         if self.usage_max < self.usage_min:
             raise SimConfigError("usage_max", f"must be >= usage_min = {self.usage_min}", self.usage_max)
         if math.isinf(self.horizon_s) and math.isinf(self.stall_timeout_s):
@@ -89,6 +96,8 @@ _RANGES: tuple[tuple[tuple[str, ...], tuple[float, bool, float, bool]], ...] = (
       "be_lease_s", "slo_lease_s", "overload_recheck_s", "contention_step", "optstop_error_sigma"), (0.0, False, math.inf, False)),
     (("gang_timeout_s", "horizon_s", "stall_timeout_s"), (0.0, True, math.inf, True)),
     (("interference_xi",), (1.0, False, math.inf, False)),
+    (("nas_eta",), (1.0, True, math.inf, False)),
+    (("nas_first_rung",), (0.0, True, 1.0, False)),
 )
 
 

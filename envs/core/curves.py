@@ -57,6 +57,15 @@ class LearningCurve:
                 return self.x[i - 1] + frac * (self.x[i] - self.x[i - 1])
         return math.inf
 
+    def paced(self, pace: float) -> "LearningCurve":
+        """This curve traversed ``pace`` times as fast: its value at progress x is this curve's at ``pace`` x x
+        (``pace`` > 1 reaches the plateau sooner, < 1 ends the budget short of it). 1 returns the curve itself."""
+        if pace == 1.0:
+            return self
+        if not 0.0 < pace < math.inf:
+            raise ValueError(f"pace must be a finite number > 0 (got {pace!r})")
+        return LearningCurve(tuple(v / pace for v in self.x), self.accuracy, self.loss, f"{self.source} x pace {pace:g}")
+
     def optimum_progress(self, tolerance: float = 0.002) -> float:
         """OptStop (MLFS §3.5): the earliest progress whose accuracy is within ``tolerance`` of the best
         accuracy reachable in the budget (x <= 1). Stopping there saves iterations at (almost) no accuracy cost."""

@@ -28,7 +28,9 @@ from .hardware import ClusterSpec
 from .job import (JOB_ACTIVE, TASK_RUNNING, TASK_WAITING, InvalidCommand, Job, JobState, Task,  # noqa: F401
                   TaskState, make_jobs)  # (InvalidCommand: part of the engine API)
 from .lease import LeaseError, Leases, checkpoint_s  # noqa: F401  (LeaseError: part of the engine API)
+from .feasibility import some_ready_task_fits
 from .metrics import Metrics, job_records
+from .nas import NasControl
 from .progress import (advance, cancel_completion, completion_time, on_attach, on_detach, refresh_rate,
                        start as start_progress, stop as stop_progress)
 from .resources import Changes, Resources
@@ -37,8 +39,9 @@ from .state import ClusterState
 from .timeline import make_timeline
 from .workload import JobSpec
 
-# event kinds, in tie-break order at equal times: state changes before the tick that reacts to them
-EV_COMPLETE, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_LEASE, EV_TICK = range(8)
+# event kinds, in tie-break order at equal times: state changes before the tick that reacts to them; the first
+# two carry the job's completion epoch (a stale one is skipped)
+EV_COMPLETE, EV_RUNG, EV_RESUME, EV_USAGE, EV_DEADLINE, EV_GANG, EV_ARRIVAL, EV_LEASE, EV_TICK = range(9)
 
 
 class UnplaceableJob(ValueError):
@@ -70,6 +73,7 @@ class Simulator:
         self.jobs: list[Job] = make_jobs(jobs, models, seed, self.config.optstop_error_sigma)
         self.tasks: list[Task] = [t for job in self.jobs for t in job.tasks]
         self.job_by_id: dict[int, Job] = {job.spec.job_id: job for job in self.jobs}
+        self.nas = NasControl(self.jobs, self.config.nas_first_rung, self.config.nas_eta)  # NAS groups' controllers
         self.resources = Resources(self.cluster, self.config, len(self.tasks))
         for job in self.jobs:
             start_progress(job)
@@ -161,11 +165,8 @@ class Simulator:
         return self.resources.feasible_servers(task, moving)
 
     def cluster_overload_degree(self) -> float:
-        """MLFS §3.5 O_c: mean over servers of ||U_s||, here divided by sqrt(M) (the RMS) so it is on
-        the same 0..1 scale as h_s = 0.9 (the printed norm of M=4 utilisations would reach 2)."""
-        u = self.cluster.utilisation()
-        m = np.stack([u["gpu"], u["cpu"], u["mem"], u["net"]])
-        return float(np.mean(np.sqrt(np.mean(m * m, axis=0))))
+        """MLFS §3.5 O_c (:meth:`clustergym.core.state.ClusterState.overload_degree`)."""
+        return self.cluster.overload_degree()
 
     def cluster_overloaded(self) -> bool:
         """MLFS §3.5: tasks in the queue, or O_c > h_s."""
@@ -262,7 +263,7 @@ class Simulator:
         job = self.job(jid)
         if job.state != JOB_ACTIVE:
             raise InvalidCommand(f"job {jid} is {job.state.name}, only ACTIVE jobs can be stopped")
-        self._finish(job, JobState.STOPPED)
+        self._finish(job, JobState.STOPPED, "command")
         self._flush()
 
     def stop_option_error(self, jid: int, option: str | None) -> str | None:
@@ -317,7 +318,7 @@ class Simulator:
                     return True
                 self._after_round()
                 continue
-            if kind != EV_COMPLETE or token == epoch[obj]:  # most completions were rescheduled since: nothing to do
+            if kind > EV_RUNG or token == epoch[obj]:  # most completions were rescheduled since: nothing to do
                 self._handle(kind, obj, token)
                 if self._dirty:
                     self._flush()
@@ -383,6 +384,13 @@ class Simulator:
                 self._touch(job)
                 job.iters = max(job.iters, job.target_iters)  # absorb float shortfall of rate x time
                 self._finish(job, JobState.FINISHED)
+        elif kind == EV_RUNG:  # a NAS trial reached a rung: its group's controller keeps or stops it
+            if job.state == JOB_ACTIVE:
+                self._touch(job)
+                if self.nas.judge(job):
+                    self._push_rung(job)
+                else:
+                    self._finish(job, JobState.STOPPED, "nas")
         elif kind == EV_RESUME:  # a checkpoint/restore pause ended: materialise progress, nothing else changes
             if job.state == JOB_ACTIVE:
                 self._touch(job)
@@ -510,11 +518,20 @@ class Simulator:
                 if when is not None:  # otherwise the pending completion event is still right
                     self._epoch[job] += 1
                     self._push(when, EV_COMPLETE, job, self._epoch[job])
+                    if job.spec.nas_group is not None:
+                        self._push_rung(job)
             else:
                 cancel_completion(job)
                 self._epoch[job] += 1
 
-    def _finish(self, job: Job, state: JobState) -> None:
+    def _push_rung(self, job: Job) -> None:
+        """Schedule the NAS trial's next rung at its current rate, under its current completion epoch."""
+        at = self.nas.rung_time(job, self.now)
+        if at is not None:
+            self._push(at, EV_RUNG, job, self._epoch[job])
+
+    def _finish(self, job: Job, state: JobState, by: str = "") -> None:
+        """End the job in ``state``; ``by``: who stopped a STOPPED job ("command" or "nas")."""
         self._touch(job)  # materialise progress (and bytes) up to now
         for t in job.tasks:
             if t.state == TASK_RUNNING:
@@ -526,6 +543,7 @@ class Simulator:
         self._absorb(self.resources.move_traffic(job, *stop_progress(job)))
         job.state = state
         job.record.end_time = self.now
+        job.record.stopped_by = by
         self._epoch[job] += 1
         if job.record.acc_at_deadline < 0:
             job.record.acc_at_deadline = job.accuracy()
@@ -536,7 +554,6 @@ class Simulator:
         self._dirty.pop(job, None)
         self._request_tick()
 
-
     # ------------------------------------------------------------------ decision points
     def _decision_possible(self) -> bool:
         mode = self.config.decide_on
@@ -544,7 +561,7 @@ class Simulator:
             return bool(self.active_jobs)
         if mode == "queue" and self.queue:
             return True
-        if self._some_ready_task_fits():
+        if some_ready_task_fits(self.queue.values(), self.resources):
             return True
         if mode == "placement":
             return False
@@ -563,17 +580,6 @@ class Simulator:
             return True
         return False
 
-    def _some_ready_task_fits(self) -> bool:
-        seen = set()
-        for t in self.queue.values():
-            key = (t.t.gpu_memory_gb, t.t.cpu_cores, t.t.memory_gb, t.is_ps)
-            if key in seen or not t.is_ready():
-                continue
-            seen.add(key)
-            if self.resources.feasible_servers(t).any():
-                return True
-        return False
-
     def _after_round(self) -> None:
         """A tick's decision round ended (or the tick needed no decision): run the controllers on the
         state the policy left (MLF-C judges overload by what is *still* queued), then, if something is
@@ -585,7 +591,7 @@ class Simulator:
         if not self.active_jobs:
             return
         mode, tick = self.config.decide_on, self.config.tick_s
-        if mode == "always" or (mode == "queue" and self.queue) or self._some_ready_task_fits():
+        if mode == "always" or (mode == "queue" and self.queue) or some_ready_task_fits(self.queue.values(), self.resources):
             self._request_tick(self.now + tick)
         elif mode != "placement" and any(self.cluster.server_tasks[s] for s in self.overloaded_servers()):
             self._request_tick(max(self.now + tick, self._overload_offered_at + self.config.overload_recheck_s))

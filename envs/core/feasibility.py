@@ -137,3 +137,17 @@ def _pack_apply(counts: dict, old: tuple, new: tuple) -> None:
     if not counts[old]:
         del counts[old]
     counts[new] = counts.get(new, 0) + 1
+
+
+def some_ready_task_fits(queue, resources) -> bool:
+    """Whether any ready task of ``queue`` (waiting tasks, DAG parents placed) fits some server now by nominal
+    demand; tasks of the same shape are tried once."""
+    seen = set()
+    for t in queue:
+        key = (t.t.gpu_memory_gb, t.t.cpu_cores, t.t.memory_gb, t.is_ps)
+        if key in seen or not t.is_ready():
+            continue
+        seen.add(key)
+        if resources.feasible_servers(t).any():
+            return True
+    return False

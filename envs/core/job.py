@@ -42,7 +42,7 @@ class JobState(IntEnum):
     PENDING = 0
     ACTIVE = 1  # submitted, not finished
     FINISHED = 2  # reached its stopping point
-    STOPPED = 3  # stopped by a scheduler command
+    STOPPED = 3  # stopped before its stopping point: by a scheduler command, or by its NAS group's controller
 
 
 # The same members as module constants, for the simulator's hot loops: an attribute of an Enum class costs
@@ -95,10 +95,12 @@ class JobRecord:
     migrations: int = 0
     preemptions: int = 0
     gang_releases: int = 0
+    stopped_by: str = ""  # a STOPPED job: "command" (a scheduler's) or "nas" (its NAS group's controller)
 
 
 class Job:
-    """A submitted training job: ``spec`` and ``model`` (fixed), ``tasks`` (its DAG), run-time state and
+    """A submitted training job: ``spec``, ``model`` and ``curve`` (its model's learning curve at the job's
+    ``spec.curve_pace``) (fixed), ``tasks`` (its DAG), run-time state and
     ``record``.
 
     Progress is rate-based: between events ``iters`` grows at ``rate`` iterations per second (``rate`` > 0
@@ -108,9 +110,9 @@ class Job:
     ``_pace`` is the progress layer's private state (placement plan, contention key, pending completion).
     """
 
-    __slots__ = ("spec", "model", "tasks", "state", "n_placed", "usage_factor", "optimum_true", "optimum_predicted",
-                 "stop_option", "target_iters", "iters", "rate", "last_update", "paused_until", "waiting_time",
-                 "running_time", "record", "accum_steps", "_pace")
+    __slots__ = ("spec", "model", "curve", "tasks", "state", "n_placed", "usage_factor", "optimum_true",
+                 "optimum_predicted", "stop_option", "target_iters", "iters", "rate", "last_update", "paused_until",
+                 "waiting_time", "running_time", "record", "accum_steps", "_pace")
 
     def __init__(self, spec: JobSpec, model: ModelProfile, optstop_error: float = 1.0) -> None:
         self.spec = spec
@@ -119,9 +121,10 @@ class Job:
         self.state = JobState.PENDING
         self.n_placed = 0  # tasks holding a slot
         self.usage_factor = 1.0  # actual resource use / nominal demand (resampled by the engine)
+        self.curve = model.curve.paced(spec.curve_pace)  # its model's curve at its own pace (a NAS trial's)
         # OptStop (MLFS §3.5): the progress where accuracy stops improving, on the true curve, and as the
         # learning-curve predictor sees it (the true one x ``optstop_error``, capped to the budget)
-        self.optimum_true = model.curve.optimum_progress()
+        self.optimum_true = self.curve.optimum_progress()
         self.optimum_predicted = min(1.0, self.optimum_true * optstop_error)
         self.stop_option = spec.stop_option  # effective option (the system may change it: Simulator.set_stop_option)
         self.target_iters = self.target_for(spec.stop_option)
@@ -155,13 +158,13 @@ class Job:
         return self.iters / self.spec.max_iterations
 
     def accuracy(self) -> float:
-        return self.model.curve.accuracy_at(self.progress)
+        return self.curve.accuracy_at(self.progress)
 
     def loss(self) -> float:
-        return self.model.curve.loss_at(self.progress)
+        return self.curve.loss_at(self.progress)
 
     def loss_at_iter(self, i: float) -> float:
-        return self.model.curve.loss_at(i / self.spec.max_iterations)
+        return self.curve.loss_at(i / self.spec.max_iterations)
 
     def stop_option_error(self, option: str | None) -> str | None:
         """Why this job's stopping rule may not become ``option`` now (None if it may).
@@ -194,7 +197,7 @@ class Job:
         elif option == "opt-stop":
             x = self.optimum_predicted
         elif option == "requirement":
-            x = min(1.0, self.model.curve.progress_for_accuracy(spec.accuracy_requirement))
+            x = min(1.0, self.curve.progress_for_accuracy(spec.accuracy_requirement))
         else:
             raise ValueError(f"unknown stop option {option!r}; known: {STOP_OPTIONS}")
         return self.iterations_at(x)

@@ -187,6 +187,7 @@ def job_records(jobs: Sequence[Job]) -> list[dict]:
             "accuracy_requirement": s.accuracy_requirement,
             "accuracy_met": bool(ended and r.acc_at_deadline >= s.accuracy_requirement),
             "cross_server_mb": r.cross_mb, "migrations": r.migrations, "preemptions": r.preemptions,
-            "gang_releases": r.gang_releases, "state": j.state.name,
+            "gang_releases": r.gang_releases, "state": j.state.name, "stopped_by": r.stopped_by,
+            "nas_group": s.nas_group if s.nas_group is not None else -1, "curve_pace": s.curve_pace,
         })
     return out

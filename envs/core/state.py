@@ -127,6 +127,13 @@ class ClusterState:
         u = self.utilisation_matrix()
         return {"gpu": u[:, 0], "cpu": u[:, 1], "mem": u[:, 2], "net": u[:, 3]}
 
+    def overload_degree(self) -> float:
+        """MLFS §3.5 O_c: the mean over servers of ||U_s||, here divided by sqrt(M) (the RMS) so it is on the same
+        0..1 scale as h_s = 0.9 (the printed norm of M = 4 utilisations would reach 2)."""
+        u = self.utilisation()
+        m = np.stack([u["gpu"], u["cpu"], u["mem"], u["net"]])
+        return float(np.mean(np.sqrt(np.mean(m * m, axis=0))))
+
 
 def _tid(task) -> int:
     return task.tid

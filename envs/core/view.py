@@ -19,7 +19,7 @@ import numpy as np
 from . import progress
 from .commands import Command, command_error
 from .interference import Factor
-from .job import Job, Task
+from .job import Job, JobState, Task
 from .lease import checkpoint_s
 from .resources import gpu_overloaded, gpu_use
 
@@ -126,6 +126,14 @@ class ClusterView:
         if not 0.0 <= k <= done + 1e-9:
             raise ValueError(f"job {job.jid} has run {done:g} iterations; its loss after iteration {k!r} is not observed yet")
         return job.loss_at_iter(k)
+
+    def nas_trials(self, job: Job) -> list[Job]:
+        """The submitted trials of ``job``'s NAS group (running or ended, itself included), by job id; empty if it
+        is in no group. A trial not yet submitted is not seen."""
+        group = job.spec.nas_group
+        if group is None:
+            return []
+        return [j for j in self._sim.nas.trials(group) if j.state != JobState.PENDING]
 
     def running_time(self, job: Job) -> float:
         """Time the job has spent progressing, up to now."""

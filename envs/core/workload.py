@@ -5,6 +5,7 @@ with a task DAG (:mod:`clustergym.core.dag`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -55,6 +56,10 @@ class JobSpec:
     ``max_iterations`` is the iteration budget (option "run-all" runs all of them).
     ``reference_runtime`` is how long the job ran in its source trace (seconds), for records.
     ``stop_changeable`` says whether MLF-C may move the job to a cheaper stopping option under overload.
+    ``nas_group``: the neural architecture search this job is a trial of (None: not a trial); the trials of a
+    group compete, and its controller stops the ones that fall behind (:mod:`clustergym.core.nas`).
+    ``curve_pace``: how fast the job moves along its model's learning curve (its curve at progress x is the
+    model's at ``curve_pace`` x x; 1 = the model's own): how a NAS trial's architecture differs from another's.
     """
 
     job_id: int
@@ -75,6 +80,8 @@ class JobSpec:
     comm_worker_mb: float = 75.0
     reference_runtime: float = 0.0
     source: str = ""
+    nas_group: int | None = None
+    curve_pace: float = 1.0
 
     def __post_init__(self) -> None:
         def bad(field: str, why: str) -> ValueError:
@@ -103,6 +110,11 @@ class JobSpec:
         for f in ("data_size_mb", "comm_ps_mb", "comm_worker_mb", "reference_runtime"):
             if getattr(self, f) < 0:
                 raise bad(f, "must be >= 0")
+        group = self.nas_group
+        if group is not None and (isinstance(group, bool) or not isinstance(group, int) or group < 0):
+            raise bad("nas_group", "must be None or an integer >= 0")
+        if not (isinstance(self.curve_pace, (int, float)) and 0.0 < self.curve_pace < math.inf):
+            raise bad("curve_pace", "must be a finite number > 0")
 
     @property
     def n_gpus(self) -> int:
