@@ -41,6 +41,19 @@ def paired_rel(ep, policy: str, ref: str, metric: str, where=None) -> tuple[floa
     return m, lo, hi, n
 
 
+def paired_across(ep, policy: str, scenario: str, ref: str, ref_scenario: str,
+                  metric: str) -> tuple[float, float, float, int] | None:
+    """:func:`paired_rel` of ``policy`` in ``scenario`` against ``ref`` in ``ref_scenario``, paired by seed (the
+    same windows under two settings); None when either side has no episode."""
+    import pandas as pd
+
+    y = ep[(ep["policy"] == policy) & (ep["scenario"] == scenario)].assign(policy="y", scenario="pair")
+    z = ep[(ep["policy"] == ref) & (ep["scenario"] == ref_scenario)].assign(policy="z", scenario="pair")
+    if not (len(y) and len(z)):
+        return None
+    return paired_rel(pd.concat([y, z]), "y", "z", metric)
+
+
 def ratio_of_means(ep, policy: str, ref: str, metric: str, where=None) -> float:
     d = ep if where is None else ep[where(ep)]
     y = d.loc[d["policy"] == policy, metric].mean()

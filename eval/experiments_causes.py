@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from .experiment_kit import CONTENDED, contended_runs, experiment, paired_rel, pct_ci
+from .experiment_kit import CONTENDED, contended_runs, experiment, paired_across, paired_rel, pct_ci
 
 FIXED_STOP = {"mapping": {"stop_changeable_probability": 0.0}}
 ALL_OPTSTOP = {"mapping": {"stop_mix": {"opt-stop": 1.0}}}
@@ -64,8 +64,6 @@ def mlfs_causes(out: Path, quick: bool = False, seeds=None) -> dict:
 
 
 def _claims_causes(agg) -> list[dict]:
-    import pandas as pd
-
     ep = agg["episodes"]
     labels = list(dict.fromkeys(ep["scenario"]))
     base, fixed, optall = (next((s for s in labels if s.startswith(p + "@")), p)
@@ -73,12 +71,10 @@ def _claims_causes(agg) -> list[dict]:
     rows = []
 
     def add(question: str, policy: str, ref: str, ps: str, rs: str, reading: str) -> None:
-        y = ep[(ep["policy"] == policy) & (ep["scenario"] == ps)].assign(policy="y", scenario="pair")
-        z = ep[(ep["policy"] == ref) & (ep["scenario"] == rs)].assign(policy="z", scenario="pair")
-        if len(y) and len(z):
-            m, lo, hi, n = paired_rel(pd.concat([y, z]), "y", "z", "mean_jct")
+        pair = paired_across(ep, policy, ps, ref, rs, "mean_jct")
+        if pair is not None:
             rows.append({"claim": question, "paper": reading,
-                         "measured": f"mean JCT of {policy} ({ps}) vs {ref} ({rs}): {pct_ci(m, lo, hi, n)}",
+                         "measured": f"mean JCT of {policy} ({ps}) vs {ref} ({rs}): {pct_ci(*pair)}",
                          "agrees": "n/a (isolation)"})
 
     add("MLF-H vs FIFO, MLF-H on OptStop (default)", "mlf-h", "fifo", base, base, "MLFS's setting")
@@ -113,22 +109,19 @@ def contention_room(out: Path, quick: bool = False, seeds=None) -> dict:
 
 
 def _claims_room(agg) -> list[dict]:
-    import pandas as pd
-
     ep = agg["episodes"]
     labels = list(dict.fromkeys(ep["scenario"]))
     busy = next((s for s in labels if s.startswith("contended@")), None)
     alone = next((s for s in labels if s.startswith("alone@")), None)
     rows = []
     for policy in dict.fromkeys(ep["policy"]):
-        y = ep[(ep["policy"] == policy) & (ep["scenario"] == alone)].assign(policy="y", scenario="pair")
-        z = ep[(ep["policy"] == policy) & (ep["scenario"] == busy)].assign(policy="z", scenario="pair")
-        if not (len(y) and len(z)):
+        pair = paired_across(ep, policy, alone, policy, busy, JCT)
+        if pair is None:
             continue
-        m, lo, hi, n = paired_rel(pd.concat([y, z]), "y", "z", JCT)
+        y, z = (ep[(ep["policy"] == policy) & (ep["scenario"] == sc)] for sc in (alone, busy))
         unfinished = int(y[["unfinished", "not_submitted"]].to_numpy().sum())
         rows.append({"claim": f"{policy}: jobs alone vs contended", "paper": "the room left by contention",
-                     "measured": f"mean JCT {pct_ci(m, lo, hi, n)}; {z[JCT].mean():,.0f} s contended, "
+                     "measured": f"mean JCT {pct_ci(*pair)}; {z[JCT].mean():,.0f} s contended, "
                                  f"{y[JCT].mean():,.0f} s alone ({unfinished} jobs unfinished alone)",
                      "agrees": "n/a (isolation)"})
     return rows
