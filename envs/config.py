@@ -323,12 +323,11 @@ class EnvConfig:
         bad = set(self.generator) - set(_GENERATOR_KEYS)
         if bad:
             raise ConfigError(f"unknown generator key(s) {sorted(bad)}; known: {sorted(_GENERATOR_KEYS)}", "generator")
-        try:
-            from .core.nas import check_nas_options
+        from .core.nas import nas_option_error
 
-            check_nas_options(*nas_options(self.generator))
-        except ValueError as e:
-            raise ConfigError(f"generator: {e}", f"generator.{str(e).split()[0]}") from None
+        bad = nas_option_error(*nas_options(self.generator))
+        if bad:
+            raise ConfigError(f"generator: {bad[1]}", f"generator.{bad[0]}")
         if self.mapping:
             from .core.mapping import MappingConfig
 

@@ -118,8 +118,9 @@ def test_bad_parameters_name_their_field():
                      ({"nas_fraction": 0.5, "nas_pace_sigma": -1.0}, "nas_pace_sigma")):
         with pytest.raises(ValueError, match=name):
             generate(10, 0, 16, **kw)
-    with pytest.raises(ConfigError, match="nas_group_size"):
+    with pytest.raises(ConfigError, match="nas_group_size") as e:
         EnvConfig(workload="generator", load=None, generator={"nas_fraction": 0.3, "nas_group_size": 2.5})
+    assert e.value.field == "generator.nas_group_size"
     with pytest.raises(ValueError, match="nas_lag"):
         HLASP(nas_lag=0.9)
     with pytest.raises(ValueError, match="nas_shrink"):

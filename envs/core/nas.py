@@ -95,18 +95,26 @@ class NasControl:
 
 # ----------------------------------------------------------------------------------------- workloads
 
-def check_nas_options(fraction: float, group_size: int, pace_sigma: float) -> None:
-    """The generator's NAS options, else a ValueError naming the option: ``nas_fraction`` in [0, 1],
+def nas_option_error(fraction: float, group_size: int, pace_sigma: float) -> tuple[str, str] | None:
+    """(option, why) for the first invalid NAS option of the generator, else None: ``nas_fraction`` in [0, 1],
     ``nas_group_size`` an integer >= 2, ``nas_pace_sigma`` finite >= 0."""
     why = number_error(fraction, 0.0, False, 1.0)
     if why:
-        raise ValueError(f"nas_fraction {why} (got {fraction!r})")
+        return "nas_fraction", f"nas_fraction {why} (got {fraction!r})"
     why = number_error(group_size, 2.0, integer=True) if not math.isinf(group_size) else "must be finite"
     if why:
-        raise ValueError(f"nas_group_size {why} (got {group_size!r})")
+        return "nas_group_size", f"nas_group_size {why} (got {group_size!r})"
     why = number_error(pace_sigma, 0.0)
     if why:
-        raise ValueError(f"nas_pace_sigma {why} (got {pace_sigma!r})")
+        return "nas_pace_sigma", f"nas_pace_sigma {why} (got {pace_sigma!r})"
+    return None
+
+
+def check_nas_options(fraction: float, group_size: int, pace_sigma: float) -> None:
+    """A ValueError naming the first invalid NAS option (:func:`nas_option_error`)."""
+    bad = nas_option_error(fraction, group_size, pace_sigma)
+    if bad:
+        raise ValueError(bad[1])
 
 
 def make_nas_groups(specs: Sequence[JobSpec], seed: int, fraction: float, group_size: int = 4,
