@@ -35,13 +35,6 @@ _GENERATOR_KEYS = ("load", "arrival", "gpu_choices", "gpu_weights", "duration", 
                    "nas_group_size", "nas_pace_sigma")
 
 
-def nas_options(generator: dict) -> tuple[float, int, float]:
-    """(nas_fraction, nas_group_size, nas_pace_sigma) of a ``generator`` dict, with
-    :func:`clustergym.core.generator.generate`'s defaults."""
-    return (generator.get("nas_fraction", 0.0), generator.get("nas_group_size", 4),
-            generator.get("nas_pace_sigma", 0.3))
-
-
 class ConfigError(ValueError):
     """A bad environment configuration; the message names the offending key (``field``, when one field is at
     fault)."""
@@ -323,7 +316,7 @@ class EnvConfig:
         bad = set(self.generator) - set(_GENERATOR_KEYS)
         if bad:
             raise ConfigError(f"unknown generator key(s) {sorted(bad)}; known: {sorted(_GENERATOR_KEYS)}", "generator")
-        from .core.nas import nas_option_error
+        from .core.nas import nas_option_error, nas_options
 
         bad = nas_option_error(*nas_options(self.generator))
         if bad:

@@ -226,9 +226,8 @@ def cluster_spec(cfg):
 def episode_jobs(cfg, cluster, rng: np.random.Generator) -> tuple[list, dict]:
     """Job specs of one episode and a description (window start, seeds, jobs left out, arrival scaling).
     All randomness from ``rng``."""
-    from .config import nas_options
     from .core.mapping import to_job_specs
-    from .core.nas import make_nas_groups
+    from .core.nas import make_nas_groups, nas_options
 
     mcfg = episode_mapping(cfg)
     draw_map = int(rng.integers(2**62))

@@ -24,11 +24,11 @@ import numpy as np
 
 from .catalogue import ModelProfile
 from .config import SimConfig, SimConfigError  # noqa: F401  (re-exported: part of the engine API)
+from .decisions import DecisionPoints
 from .hardware import ClusterSpec
 from .job import (JOB_ACTIVE, TASK_RUNNING, TASK_WAITING, InvalidCommand, Job, JobState, Task,  # noqa: F401
                   TaskState, make_jobs)  # (InvalidCommand: part of the engine API)
 from .lease import LeaseError, Leases, checkpoint_s  # noqa: F401  (LeaseError: part of the engine API)
-from .feasibility import some_ready_task_fits
 from .metrics import Metrics, job_records
 from .nas import NasControl
 from .progress import (advance, cancel_completion, completion_time, on_attach, on_detach, refresh_rate,
@@ -98,8 +98,7 @@ class Simulator:
         self._dirty: dict[Job, None] = {}  # jobs whose rate may have changed; insertion-ordered: deterministic
         self._tick_at = math.inf  # earliest pending tick
         self._last_tick = -math.inf  # time of the last tick processed
-        self._overload_offered: tuple = ()  # overloaded servers at the last overload-driven decision point
-        self._overload_offered_at = -math.inf
+        self.decisions = DecisionPoints(self.config)  # when to ask the policy (core/decisions.py)
         self._usage_pending: set[Job] = set()  # jobs with a resource-use change scheduled
         self._gang_token: dict[int, int] = {}  # the pending gang timeout of each partly placed job
         self._gang_seq = 0  # gang timeout tokens are unique: a stale timeout never matches a later one
@@ -311,7 +310,7 @@ class Simulator:
                     continue
                 self._tick_at = math.inf
                 self._last_tick = t
-                if self._decision_possible():
+                if self.decisions.possible(self):
                     self.decision_count += 1
                     if self.config.record_series:
                         self.metrics.record_series(self.now, len(self.queue), len(self.active_jobs), self.cluster)
@@ -555,31 +554,6 @@ class Simulator:
         self._request_tick()
 
     # ------------------------------------------------------------------ decision points
-    def _decision_possible(self) -> bool:
-        mode = self.config.decide_on
-        if mode == "always" or self.leases.due:  # a lease's end: renew or suspend
-            return bool(self.active_jobs)
-        if mode == "queue" and self.queue:
-            return True
-        if some_ready_task_fits(self.queue.values(), self.resources):
-            return True
-        if mode == "placement":
-            return False
-        return self._overload_decision_due()
-
-    def _overload_decision_due(self) -> bool:
-        """An overloaded server with tasks is a decision point when the set of overloaded servers differs
-        from the one last offered, or ``overload_recheck_s`` after it was last offered: a policy that left
-        an overload alone is not asked again every tick until something changes."""
-        over = self.overloaded_servers()
-        if not any(self.cluster.server_tasks[s] for s in over):
-            return False
-        key = tuple(over)
-        if key != self._overload_offered or self.now - self._overload_offered_at >= self.config.overload_recheck_s:
-            self._overload_offered, self._overload_offered_at = key, self.now
-            return True
-        return False
-
     def _after_round(self) -> None:
         """A tick's decision round ended (or the tick needed no decision): run the controllers on the
         state the policy left (MLF-C judges overload by what is *still* queued), then, if something is
@@ -590,11 +564,9 @@ class Simulator:
         self._flush()
         if not self.active_jobs:
             return
-        mode, tick = self.config.decide_on, self.config.tick_s
-        if mode == "always" or (mode == "queue" and self.queue) or some_ready_task_fits(self.queue.values(), self.resources):
-            self._request_tick(self.now + tick)
-        elif mode != "placement" and any(self.cluster.server_tasks[s] for s in self.overloaded_servers()):
-            self._request_tick(max(self.now + tick, self._overload_offered_at + self.config.overload_recheck_s))
+        at = self.decisions.next_look(self)
+        if at is not None:
+            self._request_tick(at)
 
     def _finalise(self) -> None:
         for job in list(self.active_jobs.values()):

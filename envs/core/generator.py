@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .mapping import MappingConfig, to_job_specs
-from .nas import check_nas_options, make_nas_groups
+from .nas import NAS_FRACTION, NAS_GROUP_SIZE, NAS_PACE_SIGMA, make_nas_groups
 from .workload import MLFS_GPU_CHOICES, JobSpec
 
 GPU_CHOICES: tuple[int, ...] = MLFS_GPU_CHOICES
@@ -168,15 +168,14 @@ def offered_load(df: pd.DataFrame, cluster_gpus: int, horizon: float | None = No
 
 
 def generate(n_jobs: int, seed: int, cluster_gpus: int, load: float = 1.0, arrival: str = "poisson",
-             mapping: MappingConfig | None = None, cluster: Any = None, *, nas_fraction: float = 0.0,
-             nas_group_size: int = 4, nas_pace_sigma: float = 0.3, **trace_kw) -> list[JobSpec]:
+             mapping: MappingConfig | None = None, cluster: Any = None, *, nas_fraction: float = NAS_FRACTION,
+             nas_group_size: int = NAS_GROUP_SIZE, nas_pace_sigma: float = NAS_PACE_SIGMA, **trace_kw) -> list[JobSpec]:
     """Synthetic job specs: :func:`generate_trace` then :func:`clustergym.core.mapping.to_job_specs`.
     The mapping seed is derived from ``seed`` (a separate stream), so both steps are reproducible.
     ``cluster`` (a ClusterSpec) sets the mapping's reference server. ``nas_fraction`` > 0 turns about that
     share of the jobs into NAS groups of ``nas_group_size`` trials whose curve paces spread by
     ``nas_pace_sigma`` (:func:`clustergym.core.nas.make_nas_groups`, from a stream of ``seed`` of its own);
     0 (the default) leaves every job as it is."""
-    check_nas_options(nas_fraction, nas_group_size, nas_pace_sigma)
     df = generate_trace(n_jobs, seed, cluster_gpus, load, arrival, **trace_kw)
     map_seed = int(np.random.SeedSequence([seed, 1]).generate_state(1)[0])
     specs = to_job_specs(df, map_seed, mapping, cluster)

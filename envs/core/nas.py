@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -35,6 +35,14 @@ from .workload import JobSpec
 
 # the child of the generator's seed that draws the groups (a stream of its own: the other draws are unchanged)
 NAS_STREAM = 2
+# the generator's NAS options when not given: no groups; groups of 4 trials; paces exp(0.3 N(0, 1))
+NAS_FRACTION, NAS_GROUP_SIZE, NAS_PACE_SIGMA = 0.0, 4, 0.3
+
+
+def nas_options(generator: Mapping) -> tuple[float, int, float]:
+    """(nas_fraction, nas_group_size, nas_pace_sigma) of a generator-options dict, the defaults where absent."""
+    return (generator.get("nas_fraction", NAS_FRACTION), generator.get("nas_group_size", NAS_GROUP_SIZE),
+            generator.get("nas_pace_sigma", NAS_PACE_SIGMA))
 
 
 def rung_progress(first_rung: float, eta: float) -> tuple[float, ...]:
@@ -117,8 +125,8 @@ def check_nas_options(fraction: float, group_size: int, pace_sigma: float) -> No
         raise ValueError(bad[1])
 
 
-def make_nas_groups(specs: Sequence[JobSpec], seed: int, fraction: float, group_size: int = 4,
-                    pace_sigma: float = 0.3) -> list[JobSpec]:
+def make_nas_groups(specs: Sequence[JobSpec], seed: int, fraction: float, group_size: int = NAS_GROUP_SIZE,
+                    pace_sigma: float = NAS_PACE_SIGMA) -> list[JobSpec]:
     """``specs`` (in submission order) with about ``fraction`` of them turned into NAS groups of
     ``group_size`` trials. Walking the jobs in order, a job not yet in a group starts one with probability
     q = f / (g (1 - f) + f) (so that a share f of the jobs end up in groups of g) if g - 1 jobs follow it; the
