@@ -191,6 +191,46 @@ def test_padding_rows_are_cut_without_changing_any_score():
     assert th.equal(cut.argmax(-1), full.argmax(-1)) and (cut[~valid] == -1e8).all()
 
 
+def test_only_valid_pairs_are_scored_and_the_rest_are_masked():
+    """The pair scorer computes one embedding per valid (row, server) pair of the action mask, in row-major
+    order, and an invalid pair's logit is the masked value whatever the network's weights."""
+    from clustergym.agents.policies import MASKED_LOGIT, pair_features, valid_pairs
+
+    env = make_env(ENV_ID, {"window_jobs": 30})
+    model = _model(env)
+    enc = model.policy.pi_features_extractor.encoder
+    obs, _ = env.reset(seed=2)
+    states = []
+    for i in range(40):
+        states.append(obs)
+        valid = np.flatnonzero(env.unwrapped.action_masks())
+        obs, *_ = env.step(int(valid[i % len(valid)]))
+    o = {k: th.as_tensor(np.stack([s[k] for s in states]), dtype=th.float32) for k in states[0]}
+    fit = valid_pairs(o)
+    x, idx = pair_features(o, 0.9)
+    assert x.shape == (int(fit.sum()), 12) and th.equal(idx, fit.nonzero()) and (x[:, 0] == 1).all()
+    seen = {}
+    hook = enc.pair_mid.register_forward_hook(lambda m, inp, out: seen.update(n=out.shape[0]))
+    with th.no_grad():
+        logits, _ = enc(o)
+    hook.remove()
+    assert seen["n"] == int(fit.sum())
+    B, W, K = fit.shape
+    C = (o["action_mask"].shape[-1] - 1) // W
+    pair_logits = logits[:, :-1].reshape(B, W, C)[..., :K]
+    assert (pair_logits[~fit] == MASKED_LOGIT).all() and (pair_logits[fit] > MASKED_LOGIT / 2).all()
+
+
+def test_first_layer_applied_part_by_part_equals_the_concatenation():
+    from clustergym.agents.policies import _mlp, _mlp_of_concat
+
+    th.manual_seed(0)
+    mlp = _mlp(64 + 9, 64, 1)
+    rows, options = th.randn(5, 7, 1, 64), th.randn(5, 7, 3, 9)
+    want = mlp(th.cat((rows.expand(5, 7, 3, 64), options), -1))
+    th.testing.assert_close(_mlp_of_concat(mlp, rows, options), want, rtol=1e-5, atol=1e-6)
+
+
 def test_pair_features_use_the_envs_overload_threshold(tmp_path):
     from clustergym.agents.policies import pair_features
     from clustergym.agents.io import load_agent
@@ -203,10 +243,13 @@ def test_pair_features_use_the_envs_overload_threshold(tmp_path):
     enc = model.policy.pi_features_extractor.encoder
     assert enc.overload_threshold == 0.8
     obs, _ = env.reset(seed=0)
-    for _ in range(40):  # a state with some load, where the headroom test can bind
+    states = []
+    for _ in range(40):  # states with some load, where the headroom test can bind
+        states.append(obs)
         obs, *_ = env.step(int(np.flatnonzero(env.unwrapped.action_masks())[0]))
-    o = _obs_tensor(obs)
+    o = {k: th.as_tensor(np.stack([s[k] for s in states]), dtype=th.float32) for k in states[0]}
     x08, _ = pair_features(o, 0.8)
+    assert len(x08) > 0
     x09, _ = pair_features(o, 0.9)
     assert not th.equal(x08, x09)  # the margins h - use differ
     seen = {}
@@ -214,8 +257,7 @@ def test_pair_features_use_the_envs_overload_threshold(tmp_path):
     with th.no_grad():
         model.policy.extract_features(o, model.policy.pi_features_extractor)
     hook.remove()
-    n = seen["x"].shape[1]  # the network scores the rows up to the last present one
-    assert th.equal(seen["x"], x08[:, :n]) and not o["tasks"][:, n:].any()
+    assert th.equal(seen["x"], x08)  # the network's pair features are those of the env's threshold
     # the threshold is saved with the model and restored on load
     model.save(tmp_path / "m.zip")
     with pytest.warns(UserWarning, match="pickle"):

@@ -34,8 +34,9 @@ def test_pair_distance_is_the_core_ideal_host_rule(seed):
     checked = 0
     for obs in _states(60, seed):
         t = {k: th.as_tensor(v[None]) for k, v in obs.items()}
-        feats, _ = pair_features(t, 0.9)
-        f = feats[0].double().numpy()
+        packed, idx = pair_features(t, 0.9)
+        f = np.zeros((obs["tasks"].shape[0], obs["servers"].shape[0], packed.shape[1]))
+        f[idx[:, 1].numpy(), idx[:, 2].numpy()] = packed.double().numpy()  # invalid pairs: all zero (not cand)
         util = obs["servers"][:, S_UTIL].astype(np.float64)
         aff = obs["affinity"].astype(np.float64)
         for row in range(f.shape[0]):

@@ -1,0 +1,59 @@
+"""The pairwise policies' action distributions (agents/distributions.py) are SB3's, normalised with log_softmax:
+the same probabilities, log-probabilities and masked entropy up to rounding, masked actions at probability 0."""
+from __future__ import annotations
+
+import numpy as np
+import torch as th
+from sb3_contrib.common.maskable.distributions import MaskableCategorical
+from torch.distributions import Categorical
+
+from clustergym.agents.distributions import SoftmaxCategorical, SoftmaxMaskableCategorical
+
+
+def _logits_and_mask(seed: int = 0) -> tuple[th.Tensor, th.Tensor]:
+    g = th.Generator().manual_seed(seed)
+    logits = th.randn(16, 300, generator=g) * 3
+    mask = th.rand(16, 300, generator=g) < 0.05
+    mask[:, 0] = True
+    return th.where(mask, logits, th.full_like(logits, -1e8)), mask
+
+
+def test_masked_distribution_matches_sb3_contrib():
+    logits, mask = _logits_and_mask()
+    ours, theirs = SoftmaxMaskableCategorical(logits=logits, masks=mask), MaskableCategorical(logits=logits, masks=mask)
+    actions = th.multinomial(mask.float(), 1).squeeze(-1)
+    th.testing.assert_close(ours.probs, theirs.probs, rtol=1e-5, atol=1e-7)
+    th.testing.assert_close(ours.log_prob(actions), theirs.log_prob(actions), rtol=1e-5, atol=1e-5)
+    th.testing.assert_close(ours.entropy(), theirs.entropy(), rtol=1e-5, atol=1e-5)
+    assert (ours.probs[~mask] == 0).all() and th.allclose(ours.probs.sum(-1), th.ones(16))
+    assert mask.gather(1, ours.sample((50,)).T).all()  # samples only valid actions
+    ours.apply_masking(None)  # masks removed: the original logits again
+    th.testing.assert_close(ours.logits, th.log_softmax(logits, -1))
+
+
+def test_plain_distribution_matches_torch_and_keeps_its_errors():
+    logits, _ = _logits_and_mask(1)
+    th.testing.assert_close(SoftmaxCategorical(logits=logits).logits, Categorical(logits=logits).logits,
+                            rtol=1e-5, atol=1e-4)
+    probs = th.tensor([[0.2, 0.8]])
+    assert th.equal(SoftmaxCategorical(probs=probs).probs, Categorical(probs=probs).probs)
+    for bad in ({"probs": probs, "logits": probs}, {"logits": th.tensor(1.0)}):
+        try:
+            SoftmaxCategorical(**bad)
+        except ValueError as e:
+            assert "logits" in str(e) or "one-dimensional" in str(e)
+        else:
+            raise AssertionError(f"no error for {bad}")
+
+
+def test_gradients_match_the_logsumexp_normalisation():
+    logits, mask = _logits_and_mask(2)
+    actions = th.multinomial(mask.float(), 1).squeeze(-1)
+    grads = []
+    for cls in (SoftmaxMaskableCategorical, MaskableCategorical):
+        x = logits.clone().requires_grad_()
+        d = cls(logits=x, masks=mask)
+        (d.log_prob(actions).sum() + 0.01 * d.entropy().sum()).backward()
+        grads.append(x.grad)
+    th.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-6)
+    assert np.isfinite(grads[0].numpy()).all()
