@@ -2,7 +2,7 @@
 and hyper-parameters (``train/config.py``), rollouts and updates together, no warm start, no evaluation.
 
     .venv/bin/python train/bench.py [--n-envs 8] [--steps 2048] [--batch-size 256] [--threads 1]
-                                         [--vec-env dummy] [--profile]
+                                         [--vec-env dummy] [--n-epochs 4] [--d 64] [--profile]
 
 Prints wall-clock steps/s and steps per CPU-second of this process (``time.process_time``; with
 ``--vec-env subproc`` the workers' CPU is not in it), so a measurement on a shared machine still says how
@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--vec-env", choices=("dummy", "subproc"), default="dummy")
     p.add_argument("--scenario", default="clustergym/GPUCluster-v1")
+    p.add_argument("--n-epochs", type=int, default=None, help="PPO epochs per rollout (default: the recipe's)")
+    p.add_argument("--d", type=int, default=None, help="pairwise encoder width (default: the recipe's)")
     p.add_argument("--profile", action="store_true")
     a = p.parse_args(argv)
     import torch
@@ -36,7 +38,8 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(a.threads)
     cfg = load_config(overrides={"scenario": a.scenario, "n_envs": a.n_envs, "vec_env": a.vec_env,
                                  "n_steps": max(16, 1024 // a.n_envs), "batch_size": a.batch_size, "bc_steps": 0,
-                                 "progress_bar": False})
+                                 "progress_bar": False,
+                                 **{k: v for k, v in (("n_epochs", a.n_epochs), ("d", a.d)) if v is not None}})
     env = ppo.training_envs(cfg)
     model = ppo.new_model(cfg, env, None)
 
@@ -50,7 +53,8 @@ def main(argv: list[str] | None = None) -> None:
         prof.disable()
     wall, cpu = time.time() - w0, time.process_time() - c0
     env.close()
-    print(f"{a.scenario}: {a.n_envs} env(s) ({a.vec_env}), batch {a.batch_size}, torch threads {a.threads}: "
+    print(f"{a.scenario}: {a.n_envs} env(s) ({a.vec_env}), batch {a.batch_size}, {cfg.n_epochs} epochs, d {cfg.d}, "
+          f"torch threads {a.threads}: "
           f"{a.steps} steps, wall {wall:.1f} s ({a.steps / wall:.0f} steps/s), CPU {cpu:.1f} s "
           f"({a.steps / cpu:.0f} steps per CPU-second)")
     if prof:
