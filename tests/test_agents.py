@@ -36,6 +36,16 @@ def _obs_tensor(obs):
     return {k: th.as_tensor(v[None], dtype=th.float32) for k, v in obs.items()}
 
 
+def _state_batch(env, seed: int, n: int, pick=lambda valid, i: valid[0]) -> dict[str, th.Tensor]:
+    """The first ``n`` observations of an episode stepped with ``pick(valid actions, step)``, as one batch."""
+    obs, _ = env.reset(seed=seed)
+    states = []
+    for i in range(n):
+        states.append(obs)
+        obs, *_ = env.step(int(pick(np.flatnonzero(env.unwrapped.action_masks()), i)))
+    return {k: th.as_tensor(np.stack([s[k] for s in states]), dtype=th.float32) for k in states[0]}
+
+
 @pytest.mark.parametrize("algo", ["maskable", "ppo"])
 def test_pairwise_logits_respect_mask(algo):
     env = make_env(ENV_ID, {"window_jobs": 15})
@@ -174,12 +184,7 @@ def test_padding_rows_are_cut_without_changing_any_score():
     env = make_env(ENV_ID, {"window_jobs": 30})
     model = _model(env)
     enc = model.policy.pi_features_extractor.encoder
-    obs, _ = env.reset(seed=1)
-    states = []
-    for i in range(60):
-        states.append(obs)
-        obs, *_ = env.step(int(np.flatnonzero(env.unwrapped.action_masks())[i % 2]))
-    o = {k: th.as_tensor(np.stack([s[k] for s in states]), dtype=th.float32) for k in states[0]}
+    o = _state_batch(env, 1, 60, lambda valid, i: valid[i % 2])
     present = (o["tasks"].abs().sum(-1) > 0).sum(1)
     assert len(set(present.tolist())) > 1 and present.max() < env.unwrapped.W
     with th.no_grad():
@@ -199,13 +204,7 @@ def test_only_valid_pairs_are_scored_and_the_rest_are_masked():
     env = make_env(ENV_ID, {"window_jobs": 30})
     model = _model(env)
     enc = model.policy.pi_features_extractor.encoder
-    obs, _ = env.reset(seed=2)
-    states = []
-    for i in range(40):
-        states.append(obs)
-        valid = np.flatnonzero(env.unwrapped.action_masks())
-        obs, *_ = env.step(int(valid[i % len(valid)]))
-    o = {k: th.as_tensor(np.stack([s[k] for s in states]), dtype=th.float32) for k in states[0]}
+    o = _state_batch(env, 2, 40, lambda valid, i: valid[i % len(valid)])
     fit = valid_pairs(o)
     x, idx = pair_features(o, 0.9)
     assert x.shape == (int(fit.sum()), 12) and th.equal(idx, fit.nonzero()) and (x[:, 0] == 1).all()
@@ -242,12 +241,7 @@ def test_pair_features_use_the_envs_overload_threshold(tmp_path):
     model = _model(env)
     enc = model.policy.pi_features_extractor.encoder
     assert enc.overload_threshold == 0.8
-    obs, _ = env.reset(seed=0)
-    states = []
-    for _ in range(40):  # states with some load, where the headroom test can bind
-        states.append(obs)
-        obs, *_ = env.step(int(np.flatnonzero(env.unwrapped.action_masks())[0]))
-    o = {k: th.as_tensor(np.stack([s[k] for s in states]), dtype=th.float32) for k in states[0]}
+    o = _state_batch(env, 0, 40)  # states with some load, where the headroom test can bind
     x08, _ = pair_features(o, 0.8)
     assert len(x08) > 0
     x09, _ = pair_features(o, 0.9)
