@@ -81,6 +81,10 @@ class TrainConfig:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     target_kl: float | None = 0.05
+    # weight of the teacher term after PPO's updates (agents/teacher_term.py: cross-entropy of the warm start's
+    # teacher's actions on the rollout's states, i.e. KL to a deterministic teacher), falling linearly to 0 at
+    # `timesteps`; 0 = off
+    teacher_coef: float = 0.0
     value_warmup_steps: int = 0  # first PPO env steps with only the critic learning (train/callbacks.py ValueWarmup)
     # evaluation on held-out windows (split="test"): periodic evaluation (which picks the best checkpoint) and the
     # final table use different windows, so the table is not measured on the windows the checkpoint was chosen on
@@ -150,6 +154,7 @@ _SEEDS = ("seed", "val_seed", "eval_seed")
 _REALS = {"learning_rate": (0.0, math.inf, False), "bc_lr": (0.0, math.inf, False), "gamma": (0.0, 1.0, False),
           "gamma_hour": (0.0, 1.0, False),
           "gae_lambda": (0.0, 1.0, True), "clip_range": (0.0, math.inf, False), "ent_coef": (0.0, math.inf, True),
+          "teacher_coef": (0.0, math.inf, True),
           "vf_coef": (0.0, math.inf, True), "max_grad_norm": (0.0, math.inf, False),
           "target_kl": (0.0, math.inf, False), "bc_value_coef": (0.0, math.inf, True)}
 _CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo"), "vec_env": ("dummy", "subproc"),
@@ -266,6 +271,9 @@ def _check_teacher(c: TrainConfig) -> None:
         why = imitation_error(name)
         if why:
             raise ConfigError(f"{key}: {why}")
+    if c.teacher_coef > 0 and c.expert == "best" and (c.bc_steps == 0 or c.init_from is not None):
+        raise ConfigError("teacher_coef > 0 needs a teacher: with expert 'best' the warm start chooses it, and "
+                          "this run has none (bc_steps 0 or init_from); set expert to a heuristic")
 
 
 def load_config(config_file: str | Path | None = None, overrides: dict | None = None,

@@ -70,9 +70,30 @@ def training_envs(cfg: TrainConfig):
 
     ecfg = cfg.train_env_config()
     parallel = cfg.vec_env == "subproc"
+    wrap = reward_wrapper(cfg, ecfg)
+    if cfg.teacher_coef > 0:  # the teacher's labels of every training state (agents/teacher_term.py)
+        from clustergym.agents.teacher_term import TeacherLabels
+
+        wrap = partial(_wrapped, TeacherLabels, wrap)
     return make_vec_env(worker_env if parallel else make_env, n_envs=cfg.n_envs, seed=cfg.seed,
                         vec_env_cls=SubprocVecEnv if parallel else DummyVecEnv,
-                        env_kwargs={"env_id": cfg.scenario, "config": ecfg}, wrapper_class=reward_wrapper(cfg, ecfg))
+                        env_kwargs={"env_id": cfg.scenario, "config": ecfg}, wrapper_class=wrap)
+
+
+def _wrapped(outer, inner, env):
+    """``outer(inner(env))``, or ``outer(env)`` without an inner wrapper (picklable for SubprocVecEnv)."""
+    return outer(inner(env) if inner is not None else env)
+
+
+def teacher_name(cfg: TrainConfig, folder: RunFolder) -> str:
+    """The teacher term's teacher: the warm start's (its choice when ``expert`` is "best"), else ``expert``."""
+    chosen = (folder.state.get("bc") or {}).get("expert")
+    if chosen:
+        return chosen
+    if cfg.expert == "best":
+        raise ConfigError("teacher_coef > 0 needs a teacher: with expert 'best' the warm start chooses it, and "
+                          "this run had none (bc_steps 0 or init_from); set expert to a heuristic")
+    return cfg.expert
 
 
 # ---------------------------------------------------------------------------------------------- 3. model
@@ -265,6 +286,11 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
                    EvalCheckpointCallback(cfg.eval_freq, evaluate_and_checkpoint, stop, stop_at)]
             if cfg.value_warmup_steps:
                 cbs.append(ValueWarmup(cfg.value_warmup_steps))
+            if cfg.teacher_coef > 0:
+                from clustergym.agents.teacher_term import TeacherTerm
+
+                model.env.env_method("set_teacher", teacher_name(cfg, folder))
+                cbs.append(TeacherTerm(cfg.teacher_coef, cfg.timesteps, cfg.seed))
             n0, t0 = model.num_timesteps, time.time()
             model.learn(cfg.timesteps - model.num_timesteps, callback=cbs, tb_log_name="ppo",
                         reset_num_timesteps=False, progress_bar=False)
