@@ -3,7 +3,7 @@ actions on the states of the rollout just used, weighted by a coefficient that f
 
 For a deterministic teacher, KL(teacher || policy) at a state is the policy's cross-entropy of the teacher's
 action, so the term is KL-to-teacher regularisation (as in Rajeswaran et al.'s DAPG or the "BC loss" of
-demonstration-augmented PPO); the annealing lets PPO's own objective take over. Our choices where such papers
+demonstration-augmented PPO); the annealing (to 0 by default) lets PPO's own objective take over. Our choices where such papers
 vary: the term is a separate pass after PPO's epochs (SB3's ``train`` is left as it is, so the PPO part is
 exactly SB3's), on the states the *learner* visited (labelled on-policy, as DAgger does), with PPO's optimizer,
 minibatch size and gradient clipping.
@@ -61,20 +61,21 @@ class TeacherLabels(gym.Wrapper):
         self.label = int(self.teacher.predict(obs, action_masks=self.env.unwrapped.action_masks())[0])
 
 
-def teacher_coef(coef: float, step: int, horizon: int) -> float:
-    """The term's weight after ``step`` env steps: ``coef`` falling linearly to 0 at ``horizon`` steps."""
-    return float(coef) * max(0.0, 1.0 - step / max(1, horizon))
+def teacher_coef(coef: float, step: int, horizon: int, end: float = 0.0) -> float:
+    """The term's weight after ``step`` env steps: ``coef`` moving linearly to ``end`` at ``horizon`` steps, then
+    ``end`` (``end == coef``: a constant weight)."""
+    return float(end) + (float(coef) - float(end)) * max(0.0, 1.0 - step / max(1, horizon))
 
 
 class TeacherTerm(BaseCallback):
     """Runs the teacher pass on each full rollout's states after PPO's update on them (at the next rollout's
-    start; the last rollout of a ``learn`` call gets no pass). ``coef`` and ``horizon``: :func:`teacher_coef`."""
+    start; the last rollout of a ``learn`` call gets no pass). ``coef``, ``horizon``, ``end``: :func:`teacher_coef`."""
 
-    def __init__(self, coef: float, horizon: int, seed: int = 0):
+    def __init__(self, coef: float, horizon: int, seed: int = 0, end: float = 0.0):
         super().__init__()
-        if not coef >= 0:
-            raise ValueError(f"teacher coefficient must be >= 0, got {coef!r}")
-        self.coef, self.horizon = float(coef), int(horizon)
+        if not (coef >= 0 and end >= 0):
+            raise ValueError(f"teacher coefficients must be >= 0, got {coef!r} and end {end!r}")
+        self.coef, self.horizon, self.end = float(coef), int(horizon), float(end)
         self.rng = np.random.default_rng(seed)
         self._labels: list[np.ndarray] = []
         self._pending: tuple[dict[str, np.ndarray], np.ndarray] | None = None
@@ -105,7 +106,7 @@ class TeacherTerm(BaseCallback):
         self._pending = (obs, np.stack(self._labels[:n]).reshape(-1))
 
     def _teacher_pass(self, obs: dict[str, np.ndarray], labels: np.ndarray) -> None:
-        coef = teacher_coef(self.coef, self.num_timesteps, self.horizon)
+        coef = teacher_coef(self.coef, self.num_timesteps, self.horizon, self.end)
         self.logger.record("teacher/coef", coef)
         policy = self.model.policy
         ce, agree = self._measure(obs, labels)

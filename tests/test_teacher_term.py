@@ -59,8 +59,11 @@ def test_labels_build_on_the_learners_moves():
 def test_schedule_falls_linearly_to_zero():
     assert teacher_coef(0.5, 0, 1000) == 0.5 and teacher_coef(0.5, 500, 1000) == 0.25
     assert teacher_coef(0.5, 1000, 1000) == 0.0 and teacher_coef(0.5, 5000, 1000) == 0.0
-    with pytest.raises(ValueError, match="teacher coefficient"):
-        TeacherTerm(-1.0, 100)
+    assert teacher_coef(2.0, 500, 1000, end=2.0) == 2.0 and teacher_coef(2.0, 500, 1000, end=1.0) == 1.5
+    assert teacher_coef(2.0, 3000, 1000, end=1.0) == 1.0
+    for bad in ((-1.0, 100), (1.0, 100, 0, -0.5)):
+        with pytest.raises(ValueError, match="teacher coefficients"):
+            TeacherTerm(*bad)
 
 
 def test_the_pass_lowers_the_teachers_cross_entropy(tmp_path):

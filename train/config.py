@@ -85,6 +85,7 @@ class TrainConfig:
     # teacher's actions on the rollout's states, i.e. KL to a deterministic teacher), falling linearly to 0 at
     # `timesteps`; 0 = off
     teacher_coef: float = 0.0
+    teacher_coef_end: float = 0.0  # the weight reached at `timesteps` (= teacher_coef: a constant weight)
     value_warmup_steps: int = 0  # first PPO env steps with only the critic learning (train/callbacks.py ValueWarmup)
     # evaluation on held-out windows (split="test"): periodic evaluation (which picks the best checkpoint) and the
     # final table use different windows, so the table is not measured on the windows the checkpoint was chosen on
@@ -154,7 +155,7 @@ _SEEDS = ("seed", "val_seed", "eval_seed")
 _REALS = {"learning_rate": (0.0, math.inf, False), "bc_lr": (0.0, math.inf, False), "gamma": (0.0, 1.0, False),
           "gamma_hour": (0.0, 1.0, False),
           "gae_lambda": (0.0, 1.0, True), "clip_range": (0.0, math.inf, False), "ent_coef": (0.0, math.inf, True),
-          "teacher_coef": (0.0, math.inf, True),
+          "teacher_coef": (0.0, math.inf, True), "teacher_coef_end": (0.0, math.inf, True),
           "vf_coef": (0.0, math.inf, True), "max_grad_norm": (0.0, math.inf, False),
           "target_kl": (0.0, math.inf, False), "bc_value_coef": (0.0, math.inf, True)}
 _CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo"), "vec_env": ("dummy", "subproc"),

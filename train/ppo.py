@@ -290,7 +290,7 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
                 from clustergym.agents.teacher_term import TeacherTerm
 
                 model.env.env_method("set_teacher", teacher_name(cfg, folder))
-                cbs.append(TeacherTerm(cfg.teacher_coef, cfg.timesteps, cfg.seed))
+                cbs.append(TeacherTerm(cfg.teacher_coef, cfg.timesteps, cfg.seed, cfg.teacher_coef_end))
             n0, t0 = model.num_timesteps, time.time()
             model.learn(cfg.timesteps - model.num_timesteps, callback=cbs, tb_log_name="ppo",
                         reset_num_timesteps=False, progress_bar=False)
