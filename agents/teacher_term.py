@@ -134,10 +134,9 @@ class TeacherTerm(BaseCallback):
     @th.no_grad()
     def _measure(self, obs, labels) -> tuple[float, float]:
         """Mean cross-entropy of the teacher's actions and the greedy action's agreement with them."""
-        ce, agree, idx_all = 0.0, 0.0, np.arange(len(labels))
+        ce, agree = 0.0, 0.0
         for start in range(0, len(labels), 1024):
-            idx = idx_all[start:start + 1024]
-            o, masks, acts = self._tensors(obs, labels, idx)
+            o, masks, acts = self._tensors(obs, labels, slice(start, start + 1024))
             logits = masked_logits(self.model.policy, o, masks)
             ce += float(th.nn.functional.cross_entropy(logits, acts, reduction="sum"))
             agree += float((logits.argmax(-1) == acts).sum())

@@ -42,18 +42,31 @@ def test_labels_follow_the_teachers_own_episode():
 
 
 def test_labels_build_on_the_learners_moves():
-    """When the learner takes other actions, the teacher is told (record_taken): each label is a valid action
-    of the state it labels, and differs from the teacher-only run once the learner has deviated."""
+    """When the learner takes other actions, the teacher is told each one before the env steps (record_taken,
+    while the window is still the one the action indexes), and each label is a valid action of its state."""
     env = TeacherLabels(make_env(*ENV))
     env.set_teacher("mlf-h-req")
     env.reset(seed=6)
+    told, record = [], env.teacher.record_taken
+
+    def spy(action):  # the action, and whether the window it is read against still allows it
+        told.append((action, bool(env.unwrapped.action_masks()[action])))
+        record(action)
+
+    env.teacher.record_taken = spy
     rng = np.random.default_rng(0)
+    taken, deviations = [], 0
     for _ in range(200):
         mask = env.unwrapped.action_masks()
         assert mask[env.label]
-        _, _, te, tr, _ = env.step(int(rng.choice(np.flatnonzero(mask))))
+        a = int(rng.choice(np.flatnonzero(mask)))
+        deviations += a != env.label
+        taken.append(a)
+        _, _, te, tr, _ = env.step(a)
         if te or tr:
             break
+    assert [a for a, _ in told] == taken and deviations > 0
+    assert all(valid for _, valid in told)  # told before the step, while the action's window was current
 
 
 def test_schedule_falls_linearly_to_zero():

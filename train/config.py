@@ -260,6 +260,10 @@ def _check_names(c: TrainConfig) -> None:
         raise ConfigError(f"select_metric: {e}") from None
 
 
+NO_TEACHER = ("teacher_coef > 0 needs a teacher: with expert 'best' the warm start chooses it, and this run has "
+              "none (bc_steps 0 or init_from); set expert to a heuristic")
+
+
 def _check_teacher(c: TrainConfig) -> None:
     """The warm start's teacher (``expert``, or each of ``expert_candidates`` for "best") must be a heuristic
     an agent can imitate (``clustergym.agents.bc.imitation_error``)."""
@@ -273,8 +277,7 @@ def _check_teacher(c: TrainConfig) -> None:
         if why:
             raise ConfigError(f"{key}: {why}")
     if c.teacher_coef > 0 and c.expert == "best" and (c.bc_steps == 0 or c.init_from is not None):
-        raise ConfigError("teacher_coef > 0 needs a teacher: with expert 'best' the warm start chooses it, and "
-                          "this run has none (bc_steps 0 or init_from); set expert to a heuristic")
+        raise ConfigError(NO_TEACHER)
 
 
 def load_config(config_file: str | Path | None = None, overrides: dict | None = None,

@@ -35,7 +35,7 @@ from clustergym.config import ConfigError
 from clustergym.scenarios import make_env
 from clustergym.train.callbacks import (BCProgress, EvalCheckpointCallback, StopSignals, SummaryCallback,
                                         ValueWarmup, progress, say, warnings_once)
-from clustergym.train.config import TrainConfig, config_from_args, make_parser
+from clustergym.train.config import NO_TEACHER, TrainConfig, config_from_args, make_parser
 from clustergym.eval.specs import code_version
 from clustergym.eval.stats import selection_score  # noqa: F401  (the checkpoint ranking; tests use it from here)
 from clustergym.train.rundir import RunFolder, RunFolderError
@@ -91,8 +91,7 @@ def teacher_name(cfg: TrainConfig, folder: RunFolder) -> str:
     if chosen:
         return chosen
     if cfg.expert == "best":
-        raise ConfigError("teacher_coef > 0 needs a teacher: with expert 'best' the warm start chooses it, and "
-                          "this run had none (bc_steps 0 or init_from); set expert to a heuristic")
+        raise ConfigError(NO_TEACHER)
     return cfg.expert
 
 
