@@ -338,12 +338,25 @@ class PairwiseEncoder(nn.Module):
         return logits, pooled
 
 
+def server_columns(n_actions: int, W: int, K: int) -> int:
+    """C of an action space whose destination columns are the K servers (``C = K + 1``, plus the 3 stop
+    options): the layout the pairwise scorer writes. ValueError for the GPU-slot and sub-batch columns
+    (``gpu_actions``, ``sub_batch_actions``), which it has no scores for."""
+    C, extra = divmod(n_actions - 1, W)
+    if extra or C not in (K + 1, K + 1 + len(STOP_OPTIONS)):
+        raise ValueError(f"{n_actions} actions over {W} rows and {K} destinations is not the server-column layout "
+                         f"(C = K + 1 or K + 4): the env has gpu_actions or sub_batch_actions, which the pairwise "
+                         f"policy does not score; use the mlp policy")
+    return C
+
+
 class PairwiseExtractor(BaseFeaturesExtractor):
     """Runs :class:`PairwiseEncoder`; features = [logits, pooled embedding] (split again by the head)."""
 
     def __init__(self, observation_space: gym.spaces.Dict, d: int = 64,
                  overload_threshold: float = DEFAULT_OVERLOAD_THRESHOLD):
         n_actions = int(observation_space["action_mask"].shape[0])
+        server_columns(n_actions, observation_space["tasks"].shape[0], observation_space["servers"].shape[0])
         super().__init__(observation_space, features_dim=n_actions + 3 * d)
         self.n_actions = n_actions
         self.encoder = PairwiseEncoder(observation_space["tasks"].shape[1], observation_space["servers"].shape[1],

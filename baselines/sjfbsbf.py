@@ -32,8 +32,10 @@ takes it; the workers keep their planned GPUs.
 Theorem 1's inputs: ``t`` is a job's iteration time alone (its model's mean single-GPU time over the cluster,
 :meth:`ClusterView.ref_iter_time`, times its accumulation compute factor), ``i`` its remaining
 iterations, ``xi`` the simulator's interference ratio of the pair on the partner's GPU (the same rule the
-simulation applies). Through the Gymnasium env (``predict``) the window offers a task and a server, not a GPU
-or a sub-batch: there the simulator's GPU rule picks the GPU on the planned server and jobs keep their batch.
+simulation applies). Through the Gymnasium env (``predict``) the GPU and the sub-batch are actions only with
+``EnvConfig.gpu_actions`` and ``sub_batch_actions``; with both the env plays the core run exactly
+(``tests/test_window_gpu_sub_batch.py``). Without them the simulator's GPU rule picks the GPU on the planned
+server and jobs keep their batch.
 """
 from __future__ import annotations
 

@@ -53,6 +53,7 @@ class EmptyEpisodeError(ConfigError):
 # 1,000-job windows and 32 x 33 + 1 actions)
 MAX_WINDOW_JOBS = 1_000_000
 MAX_ACTIONS = 2 ** 20  # window_size x (n_destinations + 1) + 1
+MAX_SUB_BATCH_ACTIONS = 12  # sub-batch columns: accumulation steps 1, 2, 4, ... 2048
 MAX_HISTORY = 1_000_000  # loss_history, render_history
 
 
@@ -112,8 +113,11 @@ class EnvConfig:
       ``preemption`` (running-job rows' "back to the queue" action suspends the whole job, while tasks
       wait; on, so preemptive policies such as Tiresias can act), ``running_rows`` (at most that many
       running-job rows; None = no cap), ``stop_option_actions`` (three columns per row that change the row's
-      job's stopping rule, MLFS §3.5, under ``Simulator.stop_option_error``),
-      ``n_destinations`` (K server columns), ``max_gpus_per_server`` (width of the
+      job's stopping rule, MLFS §3.5, under ``Simulator.stop_option_error``), ``gpu_actions`` (a destination
+      column per GPU slot of each destination server, so a policy chooses the GPU, SJF-BSBF's sharing; off: the
+      simulator's least-loaded GPU with room), ``sub_batch_actions`` (n columns per row that give the row's
+      waiting job 1, 2, 4, ... 2^(n-1) sub-batches per iteration: gradient accumulation,
+      :mod:`clustergym.core.accumulation`; 0 = none), ``n_destinations`` (K server columns), ``max_gpus_per_server`` (width of the
       per-GPU load matrix; None = the cluster's largest server), ``loss_history`` (recent loss reductions per job).
     Episode
       ``max_sim_time`` (s, truncation, inf = none), ``max_steps`` (agent steps, truncation, None = none).
@@ -162,6 +166,8 @@ class EnvConfig:
     preemption: bool = True
     running_rows: int | None = 16
     stop_option_actions: bool = True
+    gpu_actions: bool = False
+    sub_batch_actions: int = 0
     n_destinations: int = 20
     max_gpus_per_server: int | None = None
     loss_history: int = 3
@@ -189,7 +195,7 @@ class EnvConfig:
                               ("invalid_action", ("raise", "penalty"))):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}", name)
-        for name in ("vector_reward", "preemption", "stop_option_actions", "allow_empty_episode"):
+        for name in ("vector_reward", "preemption", "stop_option_actions", "gpu_actions", "allow_empty_episode"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}", name)
         if not isinstance(self.cluster, str):
@@ -283,7 +289,10 @@ class EnvConfig:
         """Window rows, destination columns and history lengths; the action space stays within MAX_ACTIONS."""
         self.window_size = _integer("window_size", self.window_size, 1)
         self.n_destinations = _integer("n_destinations", self.n_destinations, 1)
-        columns = self.n_destinations + 1 + (3 if self.stop_option_actions else 0)
+        self.sub_batch_actions = _integer("sub_batch_actions", self.sub_batch_actions, 0, MAX_SUB_BATCH_ACTIONS)
+        # with gpu_actions the destination columns are multiplied by the cluster's GPUs per server, which only the
+        # env knows: it checks the total again (ClusterEnv)
+        columns = self.n_destinations + 1 + (3 if self.stop_option_actions else 0) + self.sub_batch_actions
         n_actions = self.window_size * columns + 1
         if n_actions > MAX_ACTIONS:
             raise ConfigError(f"window_size x {columns} columns + 1 = {n_actions} actions exceeds {MAX_ACTIONS}",

@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from .config import ConfigError, EmptyEpisodeError, EnvConfig
+from .config import MAX_ACTIONS, ConfigError, EmptyEpisodeError, EnvConfig
 from .core.commands import Command, execute
 from .core.engine import SimConfig, Simulator
 from .core.job import JobState
@@ -99,21 +99,29 @@ class ClusterEnv(gym.Env):
       bandwidth term; 0 for padding.
     - ``action_mask`` (n_actions,) int8: the same mask as ``action_masks()``.
 
-    **Action** ``Discrete(W*C+1)``, ``C = K + 1 + 3`` (``K + 1`` with ``stop_option_actions=False``):
-    ``a = row*C + col``. ``col < K``: put the row's task on destination ``col`` (a waiting task:
-    ``sim.place`` on the least-loaded GPU with room; a migration row: ``sim.migrate``); ``col == K``: back to
-    the queue (``sim.requeue`` for migration rows; ``sim.preempt`` of the whole job for running-job rows;
-    not valid for waiting tasks); ``col == K + 1 + o``: the row's job's stopping rule becomes
-    ``STOP_OPTIONS[o]`` (run-all, opt-stop, requirement; ``sim.set_stop_option``); ``a = W*C``: end the
+    **Action** ``Discrete(W*C+1)``, ``C = D + 1 + 3 + n`` with ``D = K`` destination columns (``K x G`` with
+    ``gpu_actions``), the 3 stop options (none with ``stop_option_actions=False``) and ``n =
+    sub_batch_actions`` (default 0): ``a = row*C + col``. ``col < D``: put the row's task on destination
+    ``col`` (a waiting task: ``sim.place`` on the least-loaded GPU with room, or with ``gpu_actions`` on GPU
+    slot ``col % G`` of server column ``col // G``, slot 0 for a parameter server; a migration row:
+    ``sim.migrate``); ``col == D``: back to the queue (``sim.requeue`` for migration rows; ``sim.preempt`` of
+    the whole job for running-job rows; not valid for waiting tasks); ``col == D + 1 + o``: the row's job's
+    stopping rule becomes ``STOP_OPTIONS[o]`` (run-all, opt-stop, requirement; ``sim.set_stop_option``);
+    ``col == D + 4 + i``: a waiting job (no task placed) trains with 2^i sub-batches per iteration
+    (``Command("sub-batch")``, gradient accumulation; its tasks' GPU memory follows); ``a = W*C``: end the
     round. ``step`` takes an integer index (a Python int, a numpy integer or a one-element integer array);
     anything else raises :class:`InvalidAction`. ``action_masks()`` (bool) is True exactly where: the row is
     a real candidate and the column a real destination; the task fits by nominal demand (CPU, memory and,
-    except for a PS, GPU memory on one GPU: ``sim.feasible_servers``); dependencies hold (only ready tasks
-    are rows); for migrations the destination is not the task's own server and is not overloaded;
-    ``col == K`` on migration rows, and on running-job rows with ``preemption``, tasks waiting and no task
-    of the job moved in this round; a stop option where ``sim.stop_option_error`` allows it (only towards a
-    cheaper option the user allowed, run-all -> opt-stop -> requirement, or back to the user's own) and the
-    job's rule has not changed in this round; end round always.
+    except for a PS, GPU memory on one GPU: ``sim.feasible_servers``; with ``gpu_actions``, on that GPU);
+    dependencies hold (only ready tasks are rows); for migrations the destination is not the task's own
+    server and is not overloaded; ``col == D`` on migration rows, and on running-job rows with
+    ``preemption``, tasks waiting and no task of the job moved in this round; a stop option where
+    ``sim.stop_option_error`` allows it (only towards a cheaper option the user allowed, run-all -> opt-stop
+    -> requirement, or back to the user's own) and the job's rule has not changed in this round; a sub-batch
+    where ``accumulation.set_steps_error`` allows it (a power of two up to the batch, not the job's current
+    one, the model has a fixed share) and the job's sub-batch has not changed in this round; end round
+    always. With ``sub_batch_actions`` a waiting job that fits no destination at its current batch is still
+    a row while a sub-batch is allowed (it may fit only with a smaller one).
 
     **Invalid actions.** By default (``invalid_action="penalty"``) an index the mask forbids (or out of
     range) is a no-op: the state does not change, the reward is ``invalid_penalty`` (default -0.1) plus what
@@ -189,7 +197,10 @@ class ClusterEnv(gym.Env):
         self.G = int(cfg.max_gpus_per_server or max(s.n_gpus for s in self._cluster.servers))
         if max(s.n_gpus for s in self._cluster.servers) > self.G:
             raise ValueError(f"max_gpus_per_server={self.G} is smaller than the largest server of the cluster")
-        self.window = Window.from_config(cfg)
+        self.window = Window.from_config(cfg, self.G)
+        if self.window.n_actions > MAX_ACTIONS:
+            raise ConfigError(f"window_size x {self.window.C} columns + 1 = {self.window.n_actions} actions exceeds "
+                              f"{MAX_ACTIONS} (gpu_actions: {self.K} destinations x {self.G} GPU slots)", "gpu_actions")
         self.n_actions = self.window.n_actions
         self.end_round_action = self.window.end_round_action
         self.action_space = spaces.Discrete(self.n_actions)
@@ -326,6 +337,8 @@ class ClusterEnv(gym.Env):
         sim, w = self.sim, self.window
         execute(sim, cmd)
         w.touch(sim, cmd)
+        if cmd.kind == "sub-batch":  # the job's tasks need another GPU memory: their observed demands follow
+            self.obs_builder.refresh_tasks(sim.job_by_id[cmd.jid])
         self._round_actions += 1
         if self._recording:
             self.episode_record.append(sim)

@@ -136,6 +136,11 @@ class ObservationBuilder:
         self._gmax = np.array([self.max_gmem, self.max_cpu, self.max_mem])  # normalisers of `free`
 
     # ------------------------------------------------------------------ caches
+    def refresh_tasks(self, job) -> None:
+        """Recompute the static columns of ``job``'s tasks (after a sub-batch change their GPU memory differs)."""
+        for task in job.tasks:
+            self._static_rows[task.tid, self._o_tstat:self._o_jstat] = self._tstat(task)
+
     def _tstat(self, task) -> np.ndarray:
         """The task's static columns (computed once per episode into the static rows)."""
         t = task.t

@@ -7,7 +7,11 @@ reports ``window.why_invalid(a)`` for a masked-out one; the heuristic adapter ma
 actions with ``window.action(cmd)``; behaviour cloning maps actions back with ``window.command(a)``.
 
 Action layout: ``C = K + 1 + N`` columns per row, ``N = len(STOP_OPTIONS)`` (3) with ``stop_options`` and
-0 without; ``a = row * C + col`` for ``row < W``, ``col < C``; ``a = W * C`` ends the round.
+0 without; ``a = row * C + col`` for ``row < W``, ``col < C``; ``a = W * C`` ends the round. Two optional
+column sets (:mod:`clustergym.window_columns`) widen it to ``C = D + 1 + N + n_sub``: with GPU slots the K
+destination columns become ``D = K x G`` (column ``c`` is GPU slot ``c % G`` of server column ``c // G``), and
+``n_sub`` sub-batch columns follow the stop options (column ``D + 1 + N + i``: ``Command("sub-batch", jid=j,
+steps=2**i)`` on a waiting job's row). In the table below read ``K`` as ``D`` then.
 
 =============  ===================================  ====================================  =================================
 row kind       ``col < K`` (destination ``col``)    ``col == K``                          ``col == K + 1 + o``
@@ -51,10 +55,12 @@ from .core.commands import Command
 from .core.progress import running_time_at
 from .core.resources import FIT_EPS  # the admission rule's float allowance: the mask's fit test uses the same
 from .core.workload import STOP_OPTIONS
+from .window_columns import SlotAndSubBatchColumns, sub_batch_column
 
 if TYPE_CHECKING:
     from .core.engine import Simulator
-    from .core.job import Job, Task
+    from .core.job import Job
+
 
 class InvalidAction(ValueError):
     """An action the env cannot take: not an integer index, out of range, or masked out (the message names the
@@ -130,7 +136,7 @@ _N_STOP = len(STOP_OPTIONS)
 _OPTION_INDEX = {o: i for i, o in enumerate(STOP_OPTIONS)}
 
 
-class Window:
+class Window(SlotAndSubBatchColumns):
     """W rows by C = K + 1 (+ 3 stop options) columns, the action mask over them, and encode/decode of
     actions (the module docstring gives the layout and the row rule).
 
@@ -147,11 +153,15 @@ class Window:
     """
 
     def __init__(self, W: int, K: int, *, rows_per_job: int | None = 1, migrate_rows: int | None = 8,
-                 preemption: bool = True, running_rows: int | None = 16, stop_options: bool = True):
+                 preemption: bool = True, running_rows: int | None = 16, stop_options: bool = True,
+                 gpu_slots: int = 0, sub_batches: int = 0):
         self.W, self.K = int(W), int(K)
         self.rows_per_job, self.preemption = rows_per_job, bool(preemption)
         self.n_stop = _N_STOP if stop_options else 0
-        self.C = self.K + 1 + self.n_stop  # columns per row
+        self.G = int(gpu_slots)  # GPU slots per destination column (0: the column is the server)
+        self.D = self.K * self.G if self.G else self.K  # destination columns; column D is "back to the queue"
+        self.n_sub = int(sub_batches)  # sub-batch columns: 1, 2, 4, ... 2^(n_sub - 1) accumulation steps
+        self.C = self.D + 1 + self.n_stop + self.n_sub  # columns per row
         self.migrate_cap = self.W if migrate_rows is None else min(self.W, int(migrate_rows))
         # running-job rows exist when they have an action: preemption or a stop-option change
         self.running_cap = (0 if not (self.preemption or self.n_stop)
@@ -161,8 +171,10 @@ class Window:
         self.mask = np.zeros(self.n_actions, bool)
         self.mask[-1] = True  # "end round" is always valid; build() rewrites only the (row, col) part
         self._mask2 = self.mask[:-1].reshape(self.W, self.C)
-        self._mask_move = self._mask2[:, :self.K + 1]  # destinations and "back to the queue"
-        self._mask_stop = self._mask2[:, self.K + 1:]  # the stop options
+        # destinations (per server) and "back to the queue"; with GPU slots a scratch that build() expands
+        self._mask_move = np.zeros((self.W, self.K + 1), bool) if self.G else self._mask2[:, :self.K + 1]
+        self._mask_stop = self._mask2[:, self.D + 1:self.D + 1 + self.n_stop]  # the stop options
+        self._mask_sub = self._mask2[:, self.D + 1 + self.n_stop:]  # the sub-batch options
         self.tasks: list = [None] * self.W
         self.kinds: list = [None] * self.W
         self.dest = np.full(self.K, -1, np.int64)
@@ -178,15 +190,19 @@ class Window:
         self.touched: set[int] = set()  # tasks placed, moved or requeued in this round: no second move
         self.touched_jobs: set = set()  # Jobs with such a task, or preempted: not preempted in this round
         self.option_touched: set[int] = set()  # ids of jobs whose stopping rule changed in this round: not again
+        self.batch_touched: set[int] = set()  # ids of jobs whose sub-batch changed in this round: not again
+        self._sim: "Simulator | None" = None  # the simulator of the last build (the GPU rule of action())
         self._preempt_ok = False
         self._round = 0  # rounds so far (keys the per-round cache of movable tasks)
 
     @classmethod
-    def from_config(cls, cfg) -> "Window":
-        """The window of an :class:`~clustergym.config.EnvConfig`."""
+    def from_config(cls, cfg, gpus_per_server: int = 0) -> "Window":
+        """The window of an :class:`~clustergym.config.EnvConfig` (``gpus_per_server``: the GPU slots of each
+        destination column when ``cfg.gpu_actions``)."""
         return cls(cfg.window_size, cfg.n_destinations, rows_per_job=cfg.rows_per_job,
                    migrate_rows=cfg.migrate_rows, preemption=cfg.preemption, running_rows=cfg.running_rows,
-                   stop_options=cfg.stop_option_actions)
+                   stop_options=cfg.stop_option_actions, gpu_slots=gpus_per_server if cfg.gpu_actions else 0,
+                   sub_batches=cfg.sub_batch_actions)
 
     # ------------------------------------------------------------------ episode and round
     def reset(self, sim: "Simulator") -> None:
@@ -217,6 +233,7 @@ class Window:
         self._drawn: tuple = (None, set())  # the last overflow draw of running rows: (key, Jobs drawn)
         self._row_tids = np.empty(0, np.int64)
         self._movable: list[tuple[int, int, list]] = [(-1, -1, [])] * S
+        self._first_gpu, self._n_gpus = sim.cluster.server_first_gpu, sim.cluster.server_n_gpus
         self._round = -1
         self.new_round(sim)
 
@@ -227,6 +244,7 @@ class Window:
         self.touched.clear()
         self.touched_jobs.clear()
         self.option_touched.clear()
+        self.batch_touched.clear()
         self._option_jobs.clear()
         self._round += 1
         cur, jidx = self._cur, self._jidx
@@ -244,6 +262,12 @@ class Window:
             self._option_jobs.add(job)
             self._changed[j] = self._round
             self._cur[j] = _OPTION_INDEX[job.stop_option]
+            return
+        if cmd.kind == "sub-batch":  # the job's tasks now need the sub-batch's GPU memory
+            self.batch_touched.add(cmd.jid)
+            for t in sim.job_by_id[cmd.jid].tasks:
+                if not t.is_ps:
+                    self._demand[t.tid, 0] = t.t.gpu_memory_gb
             return
         if cmd.kind == "preempt":
             job = sim.job_by_id[cmd.jid]
@@ -263,7 +287,8 @@ class Window:
 
     # ------------------------------------------------------------------ encode / decode
     def encode(self, row: int, col: int) -> int:
-        """The action index of (row, col); ``col == K`` is "back to the queue", ``K + 1 + o`` stop option o."""
+        """The action index of (row, col); ``col == D`` is "back to the queue", ``D + 1 + o`` stop option o,
+        ``D + 1 + n_stop + i`` sub-batch option i (``D``: the destination columns, K or K x G)."""
         if not (0 <= row < self.W and 0 <= col < self.C):
             raise ValueError(f"row must be in 0..{self.W - 1} and col in 0..{self.C - 1}, got ({row}, {col})")
         return row * self.C + col
@@ -286,18 +311,20 @@ class Window:
             return None
         row, col = rc
         task, kind = self.tasks[row], self.kinds[row]
-        K = self.K
-        if task is None or kind == "place" and col == K or kind == "running" and col < K:
+        D = self.D
+        if task is None or kind == "place" and col == D or kind == "running" and col < D:
             raise InvalidAction(self.why_invalid(action))
-        if col > K:
-            return Command("stop-option", jid=task.job.jid, option=STOP_OPTIONS[col - K - 1])
-        if col == K:
+        if col > D + self.n_stop:
+            return Command("sub-batch", jid=task.job.jid, steps=1 << (col - D - 1 - self.n_stop))
+        if col > D:
+            return Command("stop-option", jid=task.job.jid, option=STOP_OPTIONS[col - D - 1])
+        if col == D:
             return (Command("preempt", task.tid, None, task.job.jid) if kind == "running"
                     else Command("requeue", task.tid))
-        server = int(self.dest[col])
+        server, gpu = self._destination(task, col)
         if server < 0:
             raise InvalidAction(self.why_invalid(action))
-        return Command(kind, task.tid, server)
+        return Command(kind, task.tid, server, gpu=gpu)
 
     def _rows(self) -> tuple[dict, dict, dict]:
         """(row of each task, running-job row of each job, first row of each job) of the current window."""
@@ -325,21 +352,25 @@ class Window:
             row = first.get(cmd.jid)
             if row is None or not self.n_stop or cmd.option not in STOP_OPTIONS:
                 return None
-            return self.encode(row, self.K + 1 + STOP_OPTIONS.index(cmd.option))
+            return self.encode(row, self.D + 1 + STOP_OPTIONS.index(cmd.option))
+        if kind == "sub-batch":
+            row, i = first.get(cmd.jid), sub_batch_column(cmd.steps, self.n_sub)
+            return None if row is None or i is None else self.encode(row, self.D + 1 + self.n_stop + i)
         if kind == "preempt":
             row = running.get(cmd.jid)
-            return None if row is None else self.encode(row, self.K)
+            return None if row is None else self.encode(row, self.D)
         want = "migrate" if kind == "requeue" else kind
         row = by_tid.get(cmd.tid)
         if row is None or self.kinds[row] != want:
             return None
         if kind == "requeue":
-            return self.encode(row, self.K)
+            return self.encode(row, self.D)
         try:
             col = self.destinations.index(int(cmd.server))
         except (ValueError, TypeError):
             return None
-        return self.encode(row, col)
+        slot = self._gpu_slot(self.tasks[row], int(cmd.server), cmd.gpu, kind == "migrate") if self.G else 0
+        return None if slot is None else self.encode(row, col * max(1, self.G) + slot)
 
     def why_invalid(self, action: int, sim: "Simulator | None" = None) -> str:
         """Why ``action`` is not allowed now (the mask's rule in words, for :class:`InvalidAction` and
@@ -356,13 +387,16 @@ class Window:
         kind = self.kinds[row]
         jid = task.job.jid
         head += f", task {task.tid} of job {jid} ({kind})"
-        if col > self.K:
-            option = STOP_OPTIONS[col - self.K - 1]
+        D = self.D
+        if col > D + self.n_stop:
+            return f"{head}: {self._sub_batch_reason(task.job, 1 << (col - D - 1 - self.n_stop), kind)}"
+        if col > D:
+            option = STOP_OPTIONS[col - D - 1]
             if jid in self.option_touched:
                 return f"{head}: job {jid}'s stopping rule was already changed in this round"
             reason = sim.stop_option_error(jid, option) if sim is not None else None
             return f"{head}: stop option {option!r}: {reason or 'not allowed by the mask'}"
-        if col == self.K:
+        if col == D:
             if kind == "place":
                 return f"{head}: 'back to the queue' is only for migration and running-job rows (running tasks)"
             if kind == "running":
@@ -376,10 +410,10 @@ class Window:
                 return f"{head}: no task is waiting, preempting would free GPUs for nobody"
             return f"{head}: not allowed by the mask"
         if kind == "running":
-            return f"{head}: a running-job row allows only preemption (col {self.K}) and stop options"
-        server = int(self.dest[col])
+            return f"{head}: a running-job row allows only preemption (col {D}) and stop options"
+        server, gpu = self._destination(task, col)
         if server < 0:
-            return f"{head}: destination column {col} is padding"
+            return f"{head}: destination column {col} is {self._padding(task, col)}"
         if sim is None:
             return f"{head}: not allowed by the mask"
         if kind == "migrate":
@@ -387,7 +421,7 @@ class Window:
                 return f"{head}: server {server} is the task's own server"
             if sim.cluster.overloaded[server]:
                 return f"{head}: destination server {server} is overloaded"
-        reason = sim.fit_reason(task, server, moving=(kind == "migrate"))
+        reason = sim.fit_reason(task, server, gpu, moving=(kind == "migrate"))
         return f"{head}: {reason or 'not allowed by the mask'}"
 
     # ------------------------------------------------------------------ build
@@ -403,8 +437,12 @@ class Window:
             c.mem_alloc, self._gpu_scratch, self.utilisation, self.ideal_distance, self.dest, self.free)
         self._destinations = None  # the list is made when first read (the env's own step does not need it)
         self._lookup = None
+        self._sim = sim
         self.k = k
         self._mask2.fill(False)
+        if self.G:
+            self._mask_move.fill(False)
+        self._bits: dict = {}  # Job -> its sub-batch options now (_sub_bits), for this build
         tasks: list = [None] * self.W
         kinds: list = [None] * self.W
         n_rows = n_place = 0
@@ -422,6 +460,10 @@ class Window:
                                                              for t in tasks[n_over:n_mig]]
                 if self.n_stop:
                     self._write_stop_mask(sim)
+                if self.G:
+                    self._expand_gpu_slots(sim, n_rows)
+                if self.n_sub:
+                    self._write_sub_batch_mask(tasks, kinds, n_rows)
         self.tasks, self.kinds = tasks, kinds
         self.can_act = n_rows > 0  # == mask[:-1].any(): every row shown allows at least one action
         self.queue_beyond = len(sim.queue) - n_place
@@ -509,6 +551,8 @@ class Window:
         tids = np.array([t.tid for t in rows], np.int64)
         n_fit = kernels.fit_mask(tids, self._demand, self.free, k, FIT_EPS, n_mig, n_over, sim.task_server,
                                  sim.cluster.overloaded, self.dest, self._mask_move, ok)
+        if self.n_sub:
+            n_fit += self._sub_batch_rows(rows, n_mig, n, ok[:, k])
         if n_mig:
             tasks[:n_mig] = rows[:n_mig]
             kinds[:n_mig] = ["migrate"] * n_over + ["running"] * (n_mig - n_over)

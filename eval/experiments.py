@@ -137,4 +137,5 @@ def _claims_ablation(agg) -> list[dict]:
 from . import experiments_causes  # noqa: E402,F401  (registers its experiments)
 from . import experiments_hare  # noqa: E402,F401  (registers its experiments)
 from . import experiments_sjfbsbf  # noqa: E402,F401  (registers its experiments)
+from . import experiments_sjfbsbf_env  # noqa: E402,F401  (registers its experiments)
 from . import experiments_unisched  # noqa: E402,F401  (registers its experiments)

@@ -1,9 +1,9 @@
 """SJF-BSBF's claims (Luo et al., Tables III-IV and Fig. 6(b)): ``python eval/compare.py --experiment
 sjf-bsbf|sjf-bsbf-xi|sjf-bsbf-isolate [--quick] [--seeds ...]``.
 
-The two policies that share GPUs choose a GPU and a sub-batch per job, which the Gymnasium env's window cannot
-express (it offers a task and a server): these experiments' runs are core runs
-(:func:`clustergym.eval.specs.core_runs`), played by :func:`core_episode` with
+The two policies that share GPUs choose a GPU and a sub-batch per job, which the Gymnasium env expresses only
+with ``gpu_actions`` and ``sub_batch_actions`` on (and then plays the same runs: tests/test_window_gpu_sub_batch.py):
+these experiments' runs are core runs (:func:`clustergym.eval.specs.core_runs`, faster), played by :func:`core_episode` with
 :func:`clustergym.baselines.base.run` on the simulator directly, with ``eval/compare.py``'s files, resume rule,
 tables and report. Registered in :mod:`clustergym.eval.experiments`.
 

@@ -11,6 +11,7 @@ from clustergym.eval import compare
 from clustergym.eval.experiment_kit import EXPERIMENTS
 from clustergym.eval.experiments_sjfbsbf import (RUNNER, VARIANTS, cluster, core_episode, pollux_mix,
                                                  workload)
+from clustergym.eval.experiments_sjfbsbf_env import ENV_RUNNER
 from clustergym.eval.specs import SweepSpecError, core_runs
 
 
@@ -96,3 +97,22 @@ def test_the_xi_figures_paired_panel_is_each_policy_against_exclusive_on_the_sam
     means = drawn["mean_jct"].set_index(["policy", "x"])["mean"]
     exclusive = ep[(ep["policy"] == EXCLUSIVE) & (ep["interference_xi"] == 2.0)]
     assert means[(EXCLUSIVE, 2.0)] == pytest.approx(exclusive["mean_jct"].mean())
+
+
+def test_the_env_experiment_plays_each_policy_through_the_env_and_checks_the_core_run(tmp_path):
+    """``sjf-bsbf-env`` on 12 jobs and one seed: with both column sets the env's run is the core run (the claim
+    says so), and a label that names no column set is refused."""
+    from clustergym.eval.experiments_sjfbsbf_env import env_episode
+
+    exp = EXPERIMENTS["sjf-bsbf-env"](tmp_path, quick=True, seeds=[0])
+    runs = [{**r, "runner_args": {**r["runner_args"], "n_jobs": 12}} for r in exp["runs"]]
+    assert len(runs) == 10 and {r["runner"] for r in runs} == {RUNNER, ENV_RUNNER}
+    compare.sweep(runs, tmp_path, workers=0, progress=False)
+    agg = compare.aggregate(tmp_path, runs, reference=exp["reference"], title="sjf-bsbf-env", bootstrap=0,
+                            extra_figures=exp["figures"])
+    claims = {row["claim"]: row["agrees"] for row in exp["claims"](agg)}
+    assert claims["pollux60: mean JCT of sjf-bsbf/env-both vs the core run"].startswith("yes")
+    assert claims["pollux60: mean JCT of sjf-ffs/env-both vs the core run"].startswith("yes")
+    assert (tmp_path / "figures" / "paired_mean_jct.png").stat().st_size > 0
+    with pytest.raises(ValueError, match="columns one of"):
+        env_episode("sjf-bsbf/env-all", {"n_jobs": 4, "nic_gbps": 10.0}, 0)

@@ -17,9 +17,9 @@ The job's convergence is unchanged (the same ``B`` per update), so its iteration
 
 ``s`` is a power of two from 1 to ``B`` (the paper's search: "[1, B] with a step of power two"), chosen by the
 scheduler while none of the job's tasks holds a slot (SJF-BSBF never changes a running job's batch):
-``Command("sub-batch", jid=j, steps=s)``, :func:`set_steps`. The Gymnasium env has no such action (its window
-offers placements, migrations, requeues, preemptions and stopping rules): accumulation is a core-level
-command.
+``Command("sub-batch", jid=j, steps=s)``, :func:`set_steps`. The Gymnasium env offers it as columns of a
+waiting job's row when ``EnvConfig.sub_batch_actions`` is n > 0 (steps 1, 2, ... 2^(n-1),
+:mod:`clustergym.window`).
 """
 from __future__ import annotations
 
