@@ -79,10 +79,13 @@ def greedy_action(logits: np.ndarray, mask: np.ndarray, obs: dict, decode: str) 
 
 class DecodedAgent:
     """A loaded SB3 model whose deterministic action is decoded with ``row-kind`` (module docstring); every
-    other attribute is the model's. ``predict`` takes SB3's arguments and returns (actions, None)."""
+    other attribute is the model's. ``predict`` takes SB3's arguments and returns (actions, None).
+    ``destinations``: the destination columns per row (the env window's ``D``: K x G with ``gpu_actions``);
+    None reads K from the observation's ``servers``, which is right without GPU slots."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, destinations: int | None = None) -> None:
         self.model = model
+        self.destinations = destinations
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
@@ -102,11 +105,26 @@ class DecodedAgent:
             dist = (policy.get_distribution(obs, action_masks=action_masks)
                     if isinstance(policy, MaskableActorCriticPolicy) else policy.get_distribution(obs))
             probs = dist.distribution.probs
-        actions = row_kind_mode(probs, *layout(probs.shape[-1], obs["tasks"].shape, obs["servers"].shape))
+        W, C, K = layout(probs.shape[-1], obs["tasks"].shape, obs["servers"].shape)
+        actions = row_kind_mode(probs, W, C, self.destinations or K)
         actions = actions.cpu().numpy()
         return (actions if vectorized else actions[0]), None
 
 
-def with_decode(model: Any, decode: str) -> Any:
-    """``model`` as it decodes deterministic actions with ``decode`` (``joint``: the model itself)."""
-    return model if check_decode(decode) == "joint" else DecodedAgent(model)
+def with_decode(model: Any, decode: str, env: Any = None) -> Any:
+    """``model`` as it decodes deterministic actions with ``decode`` (``joint``: the model itself). ``env`` (or,
+    without it, the model's own env) gives the destination columns of ``row-kind`` (:class:`DecodedAgent`)."""
+    if check_decode(decode) == "joint":
+        return model
+    own = getattr(model, "get_env", lambda: None)
+    return DecodedAgent(model, destinations=destination_columns(env if env is not None else own()))
+
+
+def destination_columns(env: Any) -> int | None:
+    """The destination columns per row of ``env``'s window (a Gymnasium env, wrapped or not, or an SB3 vector
+    env); None when there is no env."""
+    if env is None:
+        return None
+    if hasattr(env, "get_attr"):  # an SB3 VecEnv
+        return int(env.get_attr("window")[0].D)
+    return int(env.unwrapped.window.D)

@@ -315,7 +315,7 @@ def load_policy(spec: dict, env) -> Any:
     from clustergym.agents.decode import with_decode
     from clustergym.agents.io import load_agent
 
-    return with_decode(load_agent(spec["path"], env=env), _decode_of(spec))
+    return with_decode(load_agent(spec["path"], env=env), _decode_of(spec), env)
 
 
 def _decode_of(spec: dict) -> str:

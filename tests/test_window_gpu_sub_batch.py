@@ -187,3 +187,11 @@ def test_the_mlp_policy_trains_on_the_gpu_and_sub_batch_columns():
     obs, _ = env.reset(seed=0)
     a, _ = model.predict(obs, action_masks=env.action_masks())
     assert env.action_masks()[int(a)]
+    # the row-kind decoding sums a placement over all K x G destination columns of the row
+    from clustergym.agents.decode import with_decode
+
+    for given in (env, None):  # the env given, or the model's own (a vector env)
+        decoded = with_decode(model, "row-kind", given)
+        assert decoded.destinations == env.window.D == env.window.K * 4
+        a, _ = decoded.predict(obs, action_masks=env.action_masks())
+        assert env.action_masks()[int(a)]
