@@ -30,6 +30,15 @@ with plain ``stable_baselines3.PPO``:
     this policy never picks one. No weight depends on W or K, so a trained network can be loaded into a
     policy for another window size or cluster (``policy.load_state_dict``; tests/test_agents.py checks it).
     The number of columns per row, ``C = K + 1 (+ 3 stop options)``, is read from the mask's length.
+
+    With the env's optional columns (``gpu_actions``, ``sub_batch_actions``: :func:`action_layout` gives the
+    policy ``gpu_slots`` G and ``sub_batches`` n, which are then part of its saved constructor arguments):
+
+    - logit(row, (col, g)) = w . pair(row, col) + MLP([pair(row, col), q(col, g)]) + row(h_row)   (GPU slot g of
+      server column col; q: the slot's load, idle and exists flags from ``gpu_loads``)
+    - logit(row, sub i) = MLP([h_row, i / 11, 1]) + row(h_row)   (2^i sub-batches for the row's waiting job)
+
+    Both heads are shared by every slot and option, so the weights still do not depend on W, K or G.
 """
 from __future__ import annotations
 
@@ -114,6 +123,8 @@ N_ROW_FEATS = 8
 _OPT = tuple(o.replace("-", "_") for o in STOP_OPTIONS)
 N_STOP = len(STOP_OPTIONS)
 N_STOP_FEATS = N_STOP + 6
+N_SLOT_FEATS = 3  # a GPU slot's load, whether it is idle, whether it exists (gpu_loads >= 0)
+N_SUB_FEATS = 2  # a sub-batch option's log2(steps) / 11 and a constant 1
 
 
 def _unsq(x: th.Tensor) -> th.Tensor:
@@ -179,15 +190,18 @@ def stop_features(tasks: th.Tensor) -> th.Tensor:
     return th.cat((eye, th.stack(per, 2)), -1)
 
 
-def valid_pairs(obs: dict[str, th.Tensor]) -> th.Tensor:
-    """The (B, W, K) valid (task row, destination server) pairs: the placement part of the action mask, or,
-    without a mask of the env's layout, every present row with every present server."""
+def valid_pairs(obs: dict[str, th.Tensor], gpu_slots: int = 0) -> th.Tensor:
+    """The (B, W, K) valid (task row, destination server) pairs: the placement part of the action mask (with
+    ``gpu_slots`` G, a server is valid where one of its G slot columns is), or, without a mask of the env's
+    layout, every present row with every present server."""
     tasks, servers, mask = obs["tasks"], obs["servers"], obs.get("action_mask")
     B, W, _ = tasks.shape
     K = servers.shape[1]
+    D = K * gpu_slots if gpu_slots else K
     C = (mask.shape[-1] - 1) // W if mask is not None else 0
-    if mask is not None and mask.shape[-1] == W * C + 1 and C > K:
-        return mask[:, :-1].reshape(B, W, C)[..., :K] > 0.5
+    if mask is not None and mask.shape[-1] == W * C + 1 and C > D:
+        dest = mask[:, :-1].reshape(B, W, C)[..., :D] > 0.5
+        return dest.reshape(B, W, K, gpu_slots).any(-1) if gpu_slots else dest
     return (tasks[..., T["present"]].unsqueeze(-1) > 0.5) & (servers[..., S["present"]] > 0.5).unsqueeze(1)
 
 
@@ -199,7 +213,7 @@ def _row_reduce(values: th.Tensor, row: th.Tensor, n_rows: int, how: str, init: 
     return out.scatter_reduce(0, idx, values, how, include_self=True)[row]
 
 
-def pair_features(obs: dict[str, th.Tensor], h: float) -> tuple[th.Tensor, th.Tensor]:
+def pair_features(obs: dict[str, th.Tensor], h: float, gpu_slots: int = 0) -> tuple[th.Tensor, th.Tensor]:
     """Weight-free features of the valid (task row, destination) pairs, (P, 12), and their indices (P, 3) as
     (batch, row, server) in row-major order (:func:`valid_pairs`). Only valid pairs are computed: an invalid
     pair's logit is masked and it takes no part in the end-round score, so its features would change nothing.
@@ -219,7 +233,7 @@ def pair_features(obs: dict[str, th.Tensor], h: float) -> tuple[th.Tensor, th.Te
     permutation-equivariant and independent of W, K and G."""
     tasks, servers, loads = obs["tasks"], obs["servers"], obs["gpu_loads"]
     B, W, _ = tasks.shape
-    idx = valid_pairs(obs).nonzero()
+    idx = valid_pairs(obs, gpu_slots).nonzero()
     b, r, k = idx.unbind(1)
     row = b * W + r  # the pair's row in the flattened (B * W) rows
     tc = tasks[b, r]  # (P, task columns)
@@ -257,10 +271,11 @@ class PairwiseEncoder(nn.Module):
     """obs dict -> (logits (B, W*C+1), value embedding (B, 3d)). Weights are independent of W, K, G."""
 
     def __init__(self, task_dim: int, server_dim: int, global_dim: int, d: int = 64,
-                 overload_threshold: float = DEFAULT_OVERLOAD_THRESHOLD):
+                 overload_threshold: float = DEFAULT_OVERLOAD_THRESHOLD, gpu_slots: int = 0, sub_batches: int = 0):
         super().__init__()
         self.d = d
         self.overload_threshold = float(overload_threshold)  # h of the pair features
+        self.gpu_slots, self.sub_batches = int(gpu_slots), int(sub_batches)  # the env's optional columns
         self.cols = job_columns(task_dim)
         self.task_in = _mlp(task_dim + N_ROW_FEATS, d, d)
         self.server_in = _mlp(server_dim + N_GPU_STATS, d, d)
@@ -278,6 +293,10 @@ class PairwiseEncoder(nn.Module):
         self.preempt = _mlp(d, d, 1)  # "back to the queue" of a running-job row: the whole job
         self.stop = _mlp(d + N_STOP_FEATS, d, 1)  # a stop option of the row's job
         self.end = _mlp(3 * d + dp, d, 1)
+        if self.gpu_slots:  # only then: the default layout's saved weights keep their names
+            self.slot = _mlp(dp + N_SLOT_FEATS, dp, 1)  # a GPU slot of a valid (row, server) pair
+        if self.sub_batches:
+            self.sub = _mlp(d + N_SUB_FEATS, d, 1)  # a sub-batch option of the row's job
 
     def forward(self, obs: dict[str, th.Tensor]) -> tuple[th.Tensor, th.Tensor]:
         """Scores only the rows up to the last one present in the batch (padding rows after it are masked
@@ -311,20 +330,21 @@ class PairwiseEncoder(nn.Module):
         ht = ht + _mlp_of_concat(self.task_ctx, ht, ps.unsqueeze(1), g.unsqueeze(1))
         hs = hs + _mlp_of_concat(self.server_ctx, hs, pt.unsqueeze(1), g.unsqueeze(1))
         pt, ps = _masked_mean(ht, tp), _masked_mean(hs, sp)
-        x, idx = pair_features(obs, self.overload_threshold)
+        x, idx = pair_features(obs, self.overload_threshold, self.gpu_slots)
         b, r, k = idx.unbind(1)
         pre = self.pair_t(ht)[b, r] + self.pair_s(hs)[b, k] + self.pair_x(x)  # (P, dp): valid pairs only
         hp = th.relu(self.pair_mid(th.tanh(pre)))
-        scores = th.full((B, W, K), MASKED_LOGIT, dtype=hp.dtype, device=hp.device)
-        scores = scores.index_put((b, r, k), self.pair_out(hp).squeeze(-1))  # (B, W, K), invalid pairs masked
+        scores = self._destination_scores(obs, hp, b, r, k, B, W, K)  # (B, W, D), invalid pairs masked
         rs = self.row(ht)  # (B, W, 1)
         job_row = tasks[..., T["job_row"]].unsqueeze(-1) > 0.5
         back = th.where(job_row, self.preempt(ht), self.requeue(ht))  # (B, W, 1)
         cols = [scores, back]
         mask = obs.get("action_mask")
-        if mask is not None and (mask.shape[-1] - 1) // W > K + 1:  # the stop-option columns
-            sf = stop_features(tasks)
+        if mask is not None and (mask.shape[-1] - 1) // W > scores.shape[-1] + 1 + self.sub_batches:
+            sf = stop_features(tasks)  # the stop-option columns
             cols.append(_mlp_of_concat(self.stop, ht.unsqueeze(2), sf).squeeze(-1))
+        if self.sub_batches:
+            cols.append(self._sub_batch_scores(ht))
         pooled = th.cat((pt, ps, g), -1)
         # end round sees the best valid pair (max-pooled pair embedding): "is anything worth doing?"
         # (the embedding is a ReLU's, so 0 stands for "no valid pair", as in a max over zeroed invalid pairs)
@@ -337,30 +357,61 @@ class PairwiseEncoder(nn.Module):
             logits = th.where(mask > 0.5, logits, th.full_like(logits, MASKED_LOGIT))
         return logits, pooled
 
+    def _destination_scores(self, obs, hp, b, r, k, B: int, W: int, K: int) -> th.Tensor:
+        """(B, W, D) scores of the destination columns from the valid pairs' embeddings ``hp`` (P, dp): one per
+        server, or with GPU slots one per (server, slot), the pair's score plus the slot head's."""
+        pair = self.pair_out(hp).squeeze(-1)  # (P,)
+        if not self.gpu_slots:
+            scores = th.full((B, W, K), MASKED_LOGIT, dtype=hp.dtype, device=hp.device)
+            return scores.index_put((b, r, k), pair)
+        G = self.gpu_slots
+        loads = obs["gpu_loads"][b, k]  # (P, G)
+        q = th.stack((loads.clamp_min(0.0), (loads.abs() <= 1e-6).to(hp.dtype), (loads >= 0).to(hp.dtype)), -1)
+        slot = _mlp_of_concat(self.slot, hp.unsqueeze(1), q).squeeze(-1)  # (P, G)
+        scores = th.full((B, W, K, G), MASKED_LOGIT, dtype=hp.dtype, device=hp.device)
+        return scores.index_put((b, r, k), pair.unsqueeze(-1) + slot).reshape(B, W, K * G)
 
-def server_columns(n_actions: int, W: int, K: int) -> int:
-    """C of an action space whose destination columns are the K servers (``C = K + 1``, plus the 3 stop
-    options): the layout the pairwise scorer writes. ValueError for the GPU-slot and sub-batch columns
-    (``gpu_actions``, ``sub_batch_actions``), which it has no scores for."""
+    def _sub_batch_scores(self, ht: th.Tensor) -> th.Tensor:
+        """(B, W, n) scores of the sub-batch options (2^i sub-batches, i < n) of each row's job."""
+        i = th.arange(self.sub_batches, dtype=ht.dtype, device=ht.device)
+        opt = th.stack((i / 11.0, th.ones_like(i)), -1)  # (n, 2)
+        return _mlp_of_concat(self.sub, ht.unsqueeze(2), opt).squeeze(-1)
+
+
+def check_columns(n_actions: int, W: int, K: int, gpu_slots: int = 0, sub_batches: int = 0) -> int:
+    """C of the action space the pairwise scorer writes: ``D + 1 (+ 3 stop options) + sub_batches`` columns per
+    row, D = K, or K x ``gpu_slots`` (the env's ``gpu_actions``). ValueError when ``n_actions`` is another layout
+    (a policy built for other optional columns than the env's: :func:`action_layout`)."""
+    D = K * gpu_slots if gpu_slots else K
     C, extra = divmod(n_actions - 1, W)
-    if extra or C not in (K + 1, K + 1 + len(STOP_OPTIONS)):
-        raise ValueError(f"{n_actions} actions over {W} rows and {K} destinations is not the server-column layout "
-                         f"(C = K + 1 or K + 4): the env has gpu_actions or sub_batch_actions, which the pairwise "
-                         f"policy does not score; use the mlp policy")
+    if extra or C - D - 1 - sub_batches not in (0, N_STOP):
+        raise ValueError(f"{n_actions} actions over {W} rows is not the layout of a pairwise policy with {K} "
+                         f"destinations, gpu_slots={gpu_slots} and sub_batches={sub_batches} (C = {D} + 1 "
+                         f"[+ {N_STOP} stop options] + {sub_batches}): build it with the env's action_layout(env)")
     return C
+
+
+def action_layout(env: Any) -> dict[str, int]:
+    """The pairwise policy's ``gpu_slots`` and ``sub_batches`` for ``env``'s optional action columns
+    (``gpu_actions``, ``sub_batch_actions``; 0 when off): a ClusterEnv, wrapped or not, or a vector env."""
+    window = env.get_attr("window")[0] if not isinstance(env, gym.Env) and hasattr(env, "get_attr") \
+        else env.unwrapped.window
+    return {"gpu_slots": int(window.G), "sub_batches": int(window.n_sub)}
 
 
 class PairwiseExtractor(BaseFeaturesExtractor):
     """Runs :class:`PairwiseEncoder`; features = [logits, pooled embedding] (split again by the head)."""
 
     def __init__(self, observation_space: gym.spaces.Dict, d: int = 64,
-                 overload_threshold: float = DEFAULT_OVERLOAD_THRESHOLD):
+                 overload_threshold: float = DEFAULT_OVERLOAD_THRESHOLD, gpu_slots: int = 0, sub_batches: int = 0):
         n_actions = int(observation_space["action_mask"].shape[0])
-        server_columns(n_actions, observation_space["tasks"].shape[0], observation_space["servers"].shape[0])
+        check_columns(n_actions, observation_space["tasks"].shape[0], observation_space["servers"].shape[0],
+                      gpu_slots, sub_batches)
         super().__init__(observation_space, features_dim=n_actions + 3 * d)
         self.n_actions = n_actions
         self.encoder = PairwiseEncoder(observation_space["tasks"].shape[1], observation_space["servers"].shape[1],
-                                       observation_space["global"].shape[0], d, overload_threshold)
+                                       observation_space["global"].shape[0], d, overload_threshold, gpu_slots,
+                                       sub_batches)
 
     def forward(self, obs: dict[str, th.Tensor]) -> th.Tensor:
         logits, pooled = self.encoder(obs)
@@ -389,9 +440,11 @@ class _SplitHead(nn.Module):
 
 class _PairwiseMixin:
     def __init__(self, observation_space, action_space, lr_schedule, *args, d: int = 64,
-                 overload_threshold: float = DEFAULT_OVERLOAD_THRESHOLD, **kwargs: Any):
+                 overload_threshold: float = DEFAULT_OVERLOAD_THRESHOLD, gpu_slots: int = 0, sub_batches: int = 0,
+                 **kwargs: Any):
         kwargs.setdefault("features_extractor_class", PairwiseExtractor)
-        kwargs.setdefault("features_extractor_kwargs", {"d": d, "overload_threshold": overload_threshold})
+        kwargs.setdefault("features_extractor_kwargs", {"d": d, "overload_threshold": overload_threshold,
+                                                        "gpu_slots": gpu_slots, "sub_batches": sub_batches})
         kwargs.setdefault("ortho_init", False)
         kwargs.setdefault("share_features_extractor", True)
         # SB3's Adam settings (eps 1e-5) with torch's fused CPU kernel: one call for all parameters instead of
@@ -399,6 +452,7 @@ class _PairwiseMixin:
         kwargs.setdefault("optimizer_kwargs", {"eps": 1e-5, "fused": True})
         self._d = d
         self._overload_threshold = float(overload_threshold)
+        self._layout = {"gpu_slots": int(gpu_slots), "sub_batches": int(sub_batches)}
         super().__init__(observation_space, action_space, lr_schedule, *args, **kwargs)
 
     def _build_mlp_extractor(self) -> None:
@@ -417,6 +471,7 @@ class _PairwiseMixin:
         data = super()._get_constructor_parameters()
         data["d"] = self._d
         data["overload_threshold"] = self._overload_threshold
+        data.update({k: v for k, v in self._layout.items() if v})  # absent for the default layout, as before
         return data
 
 
@@ -445,11 +500,13 @@ def overload_threshold(env: Any) -> float:
 
 
 def policy_spec(policy: str, algo: str, net_arch: list[int] | None = None, d: int = 64,
-                share_encoder: bool = True, overload_threshold: float | None = None) -> tuple[type, dict]:
+                share_encoder: bool = True, overload_threshold: float | None = None, gpu_slots: int = 0,
+                sub_batches: int = 0) -> tuple[type, dict]:
     """(policy class, policy_kwargs) for ``--policy`` mlp|pairwise and ``--algo`` maskable|ppo.
     ``share_encoder=False`` gives the critic its own copy of the encoder (SB3's ``share_features_extractor``),
     so value-loss gradients cannot move the actor's features (twice the encoder compute). The pairwise
-    policy needs the env's ``overload_threshold`` (:func:`overload_threshold`) for its pair features."""
+    policy needs the env's ``overload_threshold`` (:func:`overload_threshold`) for its pair features and its
+    optional action columns, ``gpu_slots`` and ``sub_batches`` (:func:`action_layout`)."""
     if policy == "mlp":
         cls = MaskableActorCriticPolicy if algo == "maskable" else ActorCriticPolicy
         arch = list(net_arch or [256, 256])
@@ -459,9 +516,10 @@ def policy_spec(policy: str, algo: str, net_arch: list[int] | None = None, d: in
         if overload_threshold is None:
             raise ValueError("the pairwise policy needs overload_threshold= (overload_threshold(env)): its pair "
                              "features test headroom against the env's h_r")
+        layout = {k: int(v) for k, v in (("gpu_slots", gpu_slots), ("sub_batches", sub_batches)) if v}
         return ((PairwiseMaskablePolicy if algo == "maskable" else PairwisePPOPolicy),
                 {"d": int(d), "share_features_extractor": bool(share_encoder),
-                 "overload_threshold": float(overload_threshold)})
+                 "overload_threshold": float(overload_threshold), **layout})
     raise ValueError(f"unknown policy {policy!r}; choose 'mlp' or 'pairwise'")
 
 

@@ -151,13 +151,26 @@ def test_gpu_slot_reasons_name_the_slot():
         env.step(w.encode(r_ps, 1))
 
 
-def test_the_pairwise_policy_refuses_the_other_layouts():
-    from clustergym.agents.policies import PairwiseExtractor, server_columns
+def test_the_pairwise_policy_scores_the_gpu_slot_and_sub_batch_columns():
+    from sb3_contrib import MaskablePPO
 
-    env = _sjf_env(sjfbsbf.workload(4, 0), sub_batch_actions=2)
-    with pytest.raises(ValueError, match="gpu_actions or sub_batch_actions"):
+    from clustergym.agents.policies import PairwiseExtractor, action_layout, overload_threshold, policy_spec
+
+    env = _sjf_env(sjfbsbf.workload(6, 0), window_size=8, **OPTIONS)
+    assert action_layout(env) == {"gpu_slots": 4, "sub_batches": 9}
+    with pytest.raises(ValueError, match="action_layout"):  # built for the default layout
         PairwiseExtractor(env.observation_space)
-    assert server_columns(2 * 24 + 1, 2, 20) == 24
+    cls, kw = policy_spec("pairwise", "maskable", d=16, overload_threshold=overload_threshold(env),
+                          **action_layout(env))
+    model = MaskablePPO(cls, env, policy_kwargs=kw, n_steps=32, batch_size=16, device="cpu", seed=0)
+    model.learn(32)
+    obs, _ = env.reset(seed=0)
+    mask = env.action_masks()
+    logits = model.policy.features_extractor.encoder(model.policy.obs_to_tensor(obs)[0])[0][0]
+    assert bool((logits[mask] > -1e7).all()) and bool((logits[~mask] <= -1e7).all())
+    a, _ = model.predict(obs, action_masks=mask)
+    assert mask[int(a)]
+    assert model.policy._get_constructor_parameters()["gpu_slots"] == 4  # saved with the model
 
 
 @pytest.mark.parametrize("field,value", [("sub_batch_actions", -1), ("sub_batch_actions", 13),

@@ -97,10 +97,10 @@ def teacher_name(cfg: TrainConfig, folder: RunFolder) -> str:
 
 # ---------------------------------------------------------------------------------------------- 3. model
 def new_model(cfg: TrainConfig, env, tb_dir: str):
-    from clustergym.agents.policies import overload_threshold, policy_spec
+    from clustergym.agents.policies import action_layout, overload_threshold, policy_spec
 
     policy_cls, pkw = policy_spec(cfg.policy, cfg.algo, cfg.net_arch, cfg.d, cfg.share_encoder,
-                                  overload_threshold=overload_threshold(env))
+                                  overload_threshold=overload_threshold(env), **action_layout(env))
     if cfg.algo == "maskable":
         from sb3_contrib import MaskablePPO as Algo
     else:
