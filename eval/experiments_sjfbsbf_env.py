@@ -10,17 +10,15 @@ Registered in :mod:`clustergym.eval.experiments`.
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pandas as pd
 
-from clustergym import baselines
-from clustergym.baselines.agent import HeuristicAgent
 from clustergym.gym_env import ClusterEnv
 
 from .experiment_kit import experiment, paired_rel, pct_ci
 from .experiments_sjfbsbf import RUNNER, _paired_figure, _scenario, _setting, _size, cluster, workload
+from .rollout import predictor, rollout
 from .specs import core_runs
 
 ENV_RUNNER = "clustergym.eval.experiments_sjfbsbf_env:env_episode"
@@ -50,20 +48,12 @@ def env_episode(label: str, args: dict, seed: int) -> tuple[dict, pd.DataFrame]:
     always a candidate. Returns (summary with the settings, the agent steps and the wall time; per-job records)."""
     policy, columns = _parse(label)
     sim_kw = {"decide_on": "queue", "usage_change_mean_s": 0.0, **args.get("sim", {})}
-    t0 = time.perf_counter()
     env = ClusterEnv(cluster_spec=cluster(args["nic_gbps"]), job_specs=workload(args["n_jobs"], seed), sim=sim_kw,
                      window_size=max(64, args["n_jobs"]), invalid_action="raise", max_steps=None, **columns)
-    obs, _ = env.reset(seed=seed)
-    agent = HeuristicAgent(baselines.make(policy), env)
-    done = False
-    while not done:
-        action, _ = agent.predict(obs, action_masks=env.action_masks())
-        obs, _, terminated, truncated, _ = env.step(action)
-        done = terminated or truncated
-    s = env.sim.summary()
+    played = rollout(env, predictor(policy, env), seed)
+    keep = ("agent_steps", "wall_s", *(k for k, v in env.sim.summary().items() if isinstance(v, (int, float))))
     rec = {"n_jobs": args["n_jobs"], "nic_gbps": args["nic_gbps"], **args.get("sim", {}),
-           **{k: v for k, v in s.items() if isinstance(v, (int, float))}, "agent_steps": env._steps,
-           "wall_s": time.perf_counter() - t0}
+           **{k: played[k] for k in keep}}
     return rec, pd.DataFrame(env.sim.job_records())
 
 

@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 
 from clustergym import baselines
-from clustergym.baselines.agent import HeuristicAgent
 from clustergym.baselines.base import run
 from clustergym.config import ConfigError, EnvConfig
 from clustergym.core.commands import Command, command_error
 from clustergym.core.config import SimConfig
 from clustergym.core.engine import Simulator
 from clustergym.eval import experiments_sjfbsbf as sjfbsbf
+from clustergym.eval.rollout import predictor, rollout
 from clustergym.gym_env import ClusterEnv
 from clustergym.observation import FIXED_TASK_COLUMNS
 from clustergym.window import InvalidAction
@@ -35,13 +35,7 @@ def _sjf_env(specs, window_size: int = 256, **cfg) -> ClusterEnv:
 
 def _records_through_env(policy: str, specs, **cfg) -> tuple[pd.DataFrame, int]:
     env = _sjf_env(specs, **cfg)
-    obs, _ = env.reset(seed=0)
-    agent = HeuristicAgent(baselines.make(policy), env)
-    done = False
-    while not done:
-        a, _ = agent.predict(obs, action_masks=env.action_masks())
-        obs, _, terminated, truncated, _ = env.step(a)
-        done = terminated or truncated
+    rollout(env, predictor(policy, env), 0)
     return pd.DataFrame(env.sim.job_records()), env.episode["sim_seed"]
 
 
