@@ -13,6 +13,7 @@ import numpy as np
 from gymnasium import spaces
 
 from . import kernels
+from .core.accumulation import compute_factor
 from .core.job import JOB_ACTIVE
 from .core.state import GPU_TYPE_ORDER
 from .core.workload import STOP_OPTIONS
@@ -137,9 +138,12 @@ class ObservationBuilder:
 
     # ------------------------------------------------------------------ caches
     def refresh_tasks(self, job) -> None:
-        """Recompute the static columns of ``job``'s tasks (after a sub-batch change their GPU memory differs)."""
+        """After a sub-batch change of ``job``: its tasks' static columns again (their GPU memory differs) and its
+        dynamic row at the next build (its iteration time differs)."""
         for task in job.tasks:
             self._static_rows[task.tid, self._o_tstat:self._o_jstat] = self._tstat(task)
+        self._job_consts.pop(job, None)
+        self._job_keys[self._job_index[job]] = None
 
     def _tstat(self, task) -> np.ndarray:
         """The task's static columns (computed once per episode into the static rows)."""
@@ -191,8 +195,10 @@ class ObservationBuilder:
         if per_job is None:  # the job's curves and mean iteration time, looked up once per episode
             cx, closs, cacc = self._curve(job)
             s = job.spec
+            # a job training with sub-batches runs each iteration compute_factor times as long (accumulation)
+            mean_it = self.cluster.mean_iter_time(job.model) * compute_factor(job.model, job.accum_steps)
             per_job = self._job_consts[job] = (float(s.submit_time), float(s.deadline), float(s.max_iterations),
-                                               self.cluster.mean_iter_time(job.model), cx, closs, cacc)
+                                               mean_it, cx, closs, cacc)
         submit, deadline, maxit, mean_it, cx, closs, cacc = per_job
         # progress not yet materialised (a fully placed active job running since its last update) is
         # extrapolated to now: the kernel does it when given a positive rate

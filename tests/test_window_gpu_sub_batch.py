@@ -111,11 +111,12 @@ def test_a_job_that_fits_only_with_a_sub_batch_is_offered_one():
     row = w.mask[:-1].reshape(w.W, w.C)[0]
     assert not row[:w.D + 1].any()  # no GPU holds it at its full batch
     assert row[w.D + 1 + w.n_stop:].tolist() == [False, True, True]  # 2 or 4 sub-batches (1 is its own)
-    gmem = FIXED_TASK_COLUMNS.index("gpu_mem_demand")
-    before = env._make_obs()["tasks"][0, gmem]
+    gmem, left = FIXED_TASK_COLUMNS.index("gpu_mem_demand"), FIXED_TASK_COLUMNS.index("remaining_time")
+    before = env._make_obs()["tasks"][0]
     obs, *_ = env.step(w.action(Command("sub-batch", jid=1, steps=4)))
     assert env.sim.job(1).accum_steps == 4
-    assert 0 < obs["tasks"][0, gmem] < before  # the observed GPU memory follows the sub-batch
+    # the observed GPU memory and remaining run time follow the sub-batch (4 x 0.25 + 0.75 = 1.75x the compute)
+    assert 0 < obs["tasks"][0, gmem] < before[gmem] and obs["tasks"][0, left] > before[left]
     assert w.mask[w.action(Command("place", w.tasks[0].tid, 0, gpu=0))]
     assert not w.mask[w.encode(0, w.D + 1 + w.n_stop + 1)]  # changed once in this round
     assert "already changed in this round" in w.why_invalid(w.encode(0, w.D + 1 + w.n_stop + 1), env.sim)
