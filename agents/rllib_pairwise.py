@@ -26,7 +26,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis import ValueFunctionAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 
-from .policies import PairwiseEncoder
+from .policies import PairwiseEncoder, check_columns
 
 DEFAULT_D = 64
 DEFAULT_VF_HIDDEN = 64
@@ -51,8 +51,10 @@ class PairwiseRLModule(TorchRLModule, ValueFunctionAPI):
             raise ValueError("PairwiseRLModule needs model_config['overload_threshold'] (the env's h_r, "
                              "clustergym.agents.policies.overload_threshold(env))")
         d = int(config.get("d", DEFAULT_D))
+        layout = {k: int(config.get(k, 0)) for k in ("gpu_slots", "sub_batches")}  # the env's action_layout
+        check_columns(space["action_mask"].shape[0], space["tasks"].shape[0], space["servers"].shape[0], **layout)
         self.encoder = PairwiseEncoder(space["tasks"].shape[1], space["servers"].shape[1], space["global"].shape[0],
-                                       d, float(config["overload_threshold"]))
+                                       d, float(config["overload_threshold"]), **layout)
         self.vf = value_head(3 * d, int(config.get("vf_hidden", DEFAULT_VF_HIDDEN)))
 
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

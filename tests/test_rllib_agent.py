@@ -84,8 +84,8 @@ def test_the_warm_start_reaches_the_checkpoint_and_the_final_table(tmp_path):
     from clustergym.train.rllib_ppo import main
 
     out = tmp_path / "run"
-    res = main([*TINY_BC, "--timesteps", "0", "--final-eval-episodes", "2", "--final-baselines", "[fifo, mlf-h]",
-                "--final-eval-max-steps", "400", "--num-cpus", "1", "--out", str(out)])
+    res = main([*TINY_BC, "--expert", "mlf-h", "--timesteps", "0", "--final-eval-episodes", "2", "--final-baselines",
+                "[fifo, mlf-h]", "--final-eval-max-steps", "400", "--num-cpus", "1", "--out", str(out)])
     bc = json.loads((out / "bc.json").read_text())
     assert res["iteration"] == 0 and bc["expert"] == "mlf-h" and bc["train_states"] > 0
     for f in ("config.yaml", "bc.json", "results.md", "results.csv", "paired.csv", "episodes.csv",
@@ -120,7 +120,8 @@ def test_the_warm_start_reaches_the_checkpoint_and_the_final_table(tmp_path):
     from clustergym.train.rundir import RunFolder
 
     cfg = load_config(overrides={"env": {"window_jobs": 6}, "bc_episodes": 2, "bc_holdout_episodes": 1, "bc_steps": 30,
-                                 "bc_dagger_rounds": 0, "progress_bar": False}, defaults=RLLIB_DEFAULTS)
+                                 "bc_dagger_rounds": 0, "progress_bar": False, "expert": "mlf-h"},
+                      defaults=RLLIB_DEFAULTS)
     env = make_env(SCENARIO, cfg.train_env_config())
     model = new_model(cfg, env, None)
     warm_start(cfg, RunFolder(tmp_path / "sb3"), model)

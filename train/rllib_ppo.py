@@ -113,12 +113,13 @@ def module_spec(cfg: TrainConfig, env):
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     if cfg.policy == "pairwise":
-        from clustergym.agents.policies import overload_threshold
+        from clustergym.agents.policies import action_layout, overload_threshold
         from clustergym.agents.rllib_pairwise import PairwiseRLModule
 
         return RLModuleSpec(module_class=PairwiseRLModule, observation_space=env.observation_space,
                             action_space=env.action_space,
-                            model_config={"d": cfg.d, "overload_threshold": overload_threshold(env)})
+                            model_config={"d": cfg.d, "overload_threshold": overload_threshold(env),
+                                          **action_layout(env)})
     from ray.rllib.examples.rl_modules.classes.action_masking_rlm import ActionMaskingTorchRLModule
 
     return RLModuleSpec(module_class=ActionMaskingTorchRLModule, observation_space=env.observation_space,
