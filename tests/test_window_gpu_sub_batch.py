@@ -203,3 +203,27 @@ def test_the_mlp_policy_trains_on_the_gpu_and_sub_batch_columns():
         assert decoded.destinations == env.window.D == env.window.K * 4
         a, _ = decoded.predict(obs, action_masks=env.action_masks())
         assert env.action_masks()[int(a)]
+
+
+def test_every_allowed_slot_is_a_command_the_simulator_takes_on_mixed_servers():
+    """pai-2020 mixes 2- and 8-GPU servers, so G = 8 and a 2-GPU server's slots 2-7 are padding: random play
+    with invalid_action="raise"; at each fresh round every allowed action is a command the simulator accepts."""
+    import gymnasium as gym
+
+    env = gym.make("clustergym/GPUCluster-v1", cluster="pai-2020", window_jobs=40, gpu_actions=True,
+                   sub_batch_actions=4, invalid_action="raise", max_steps=300).unwrapped
+    env.reset(seed=0)
+    w, rng = env.window, np.random.default_rng(1)
+    assert w.G == 8 and set(w._n_gpus.tolist()) == {2, 8}
+    checked, done = 0, False
+    while not done:
+        valid = np.flatnonzero(w.mask)
+        if env._round_actions == 0:
+            for a in valid[:-1]:
+                cmd = w.command(int(a))
+                assert command_error(env.sim, cmd) is None, (a, cmd)
+                assert cmd.gpu is None or 0 <= cmd.gpu - w._first_gpu[cmd.server] < w._n_gpus[cmd.server]
+                checked += 1
+        _, _, terminated, truncated, _ = env.step(int(rng.choice(valid)))
+        done = terminated or truncated
+    assert checked > 500
