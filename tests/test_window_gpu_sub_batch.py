@@ -227,3 +227,13 @@ def test_every_allowed_slot_is_a_command_the_simulator_takes_on_mixed_servers():
         _, _, terminated, truncated, _ = env.step(int(rng.choice(valid)))
         done = terminated or truncated
     assert checked > 500
+
+
+@pytest.mark.parametrize("policy", ["mlf-h", "tiresias"])
+def test_a_heuristic_without_gpu_choices_plays_the_same_episode_with_the_columns(policy):
+    from clustergym.eval.rollout import evaluate
+
+    cfg = {"window_jobs": 30}
+    off, on = (evaluate(policy, "clustergym/GPUCluster-v1", {**cfg, **extra}, [20001])[0]
+               for extra in ({}, OPTIONS))
+    assert (on["mean_jct_censored"], on["agent_steps"]) == (off["mean_jct_censored"], off["agent_steps"])
