@@ -122,4 +122,18 @@ def _spaces_of(env, blob: bytes, path: Path) -> dict | None:
             f"sizes it was trained on ({data.get('observation_space')}, {data.get('action_space')}), not to "
             f"this env's ({env.observation_space}, {env.action_space}); only the pairwise policy transfers "
             f"to other scenarios")
-    return ours
+    return {**ours, "policy_kwargs": _layout_for(env, dict(data.get("policy_kwargs") or {}), path)}
+
+
+def _layout_for(env, saved: dict, path: Path) -> dict:
+    """The saved pairwise ``policy_kwargs`` with ``env``'s action layout (GPU slots per server, sub-batch
+    columns: :func:`~clustergym.agents.policies.action_layout`); AgentLoadError when the env has a column set
+    the policy has no head for, or lacks one it has (its weights would not match)."""
+    from clustergym.agents.policies import action_layout
+
+    layout = action_layout(env)
+    for key, setting in (("gpu_slots", "gpu_actions"), ("sub_batches", "sub_batch_actions")):
+        if bool(saved.get(key, 0)) != bool(layout[key]):
+            raise AgentLoadError(f"{path}: its policy was trained {'with' if saved.get(key) else 'without'} the "
+                                 f"env's {setting} columns and this env has them {'on' if layout[key] else 'off'}")
+    return {**saved, **{k: v for k, v in layout.items() if v}}

@@ -237,3 +237,26 @@ def test_a_heuristic_without_gpu_choices_plays_the_same_episode_with_the_columns
     off, on = (evaluate(policy, "clustergym/GPUCluster-v1", {**cfg, **extra}, [20001])[0]
                for extra in ({}, OPTIONS))
     assert (on["mean_jct_censored"], on["agent_steps"]) == (off["mean_jct_censored"], off["agent_steps"])
+
+
+def test_a_pairwise_agent_with_gpu_slots_loads_onto_other_gpu_counts_and_not_without_them(tmp_path):
+    """Saved on 4-GPU servers, loaded onto pai-2020 (G = 8): its slot head serves any G; onto an env without
+    the columns: refused by name (it has heads that env has no columns for)."""
+    import gymnasium as gym
+    from sb3_contrib import MaskablePPO
+
+    from clustergym.agents.io import AgentLoadError, load_agent
+    from clustergym.agents.policies import action_layout, overload_threshold, policy_spec
+
+    env = _sjf_env(sjfbsbf.workload(6, 0), window_size=8, **OPTIONS)
+    cls, kw = policy_spec("pairwise", "maskable", d=16, overload_threshold=overload_threshold(env),
+                          **action_layout(env))
+    MaskablePPO(cls, env, policy_kwargs=kw, n_steps=16, batch_size=16, device="cpu", seed=0).save(tmp_path / "a")
+    other = gym.make("clustergym/GPUCluster-v1", cluster="pai-2020", window_jobs=20, **OPTIONS)
+    with pytest.warns(UserWarning):
+        model = load_agent(tmp_path / "a.zip", env=other)
+    obs, _ = other.reset(seed=0)
+    mask = other.unwrapped.action_masks()
+    assert mask[int(model.predict(obs, action_masks=mask)[0])] and model.policy._layout["gpu_slots"] == 8
+    with pytest.warns(UserWarning), pytest.raises(AgentLoadError, match="gpu_actions columns"):
+        load_agent(tmp_path / "a.zip", env=gym.make("clustergym/GPUCluster-v1", window_jobs=20))
