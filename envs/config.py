@@ -319,9 +319,14 @@ class EnvConfig:
         if "horizon_s" in self.sim:
             raise ConfigError("sim.horizon_s is set from max_sim_time; give max_sim_time instead", "sim.horizon_s")
         try:
-            SimConfig(**self.sim, horizon_s=float(self.max_sim_time))
+            sim = SimConfig(**self.sim, horizon_s=float(self.max_sim_time))
         except (TypeError, ValueError) as e:
             raise ConfigError(f"sim: {e}", f"sim.{getattr(e, 'field', '')}".rstrip(".")) from None
+        if self.sub_batch_actions and sim.decide_on not in ("queue", "always"):
+            # the simulator stops where a task fits; a job that fits only with a smaller sub-batch fits nowhere
+            raise ConfigError(f"sub_batch_actions needs sim.decide_on 'queue' or 'always' (got {sim.decide_on!r}): "
+                              f"a waiting job that fits only with a sub-batch would not make a decision point",
+                              "sub_batch_actions")
         bad = set(self.generator) - set(_GENERATOR_KEYS)
         if bad:
             raise ConfigError(f"unknown generator key(s) {sorted(bad)}; known: {sorted(_GENERATOR_KEYS)}", "generator")

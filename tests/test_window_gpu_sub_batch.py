@@ -176,6 +176,13 @@ def test_bad_column_settings_name_the_field(field, value):
     assert e.value.field == field
 
 
+def test_sub_batch_columns_need_decisions_whenever_a_job_waits():
+    with pytest.raises(ConfigError, match="decide_on") as e:
+        EnvConfig(sub_batch_actions=2)  # the default decision rule stops only where a task fits
+    assert e.value.field == "sub_batch_actions"
+    assert EnvConfig(sub_batch_actions=2, sim={"decide_on": "queue"}).sub_batch_actions == 2
+
+
 def test_too_many_gpu_slot_actions_is_a_config_error():
     with pytest.raises(ConfigError, match="GPU slots") as e:
         ClusterEnv(cluster_spec=sjfbsbf.CLUSTER, job_specs=sjfbsbf.workload(4, 0), window_size=16384,
@@ -211,7 +218,7 @@ def test_every_allowed_slot_is_a_command_the_simulator_takes_on_mixed_servers():
     import gymnasium as gym
 
     env = gym.make("clustergym/GPUCluster-v1", cluster="pai-2020", window_jobs=40, gpu_actions=True,
-                   sub_batch_actions=4, invalid_action="raise", max_steps=300).unwrapped
+                   sub_batch_actions=4, sim={"decide_on": "queue"}, invalid_action="raise", max_steps=300).unwrapped
     env.reset(seed=0)
     w, rng = env.window, np.random.default_rng(1)
     assert w.G == 8 and set(w._n_gpus.tolist()) == {2, 8}
@@ -233,7 +240,7 @@ def test_every_allowed_slot_is_a_command_the_simulator_takes_on_mixed_servers():
 def test_a_heuristic_without_gpu_choices_plays_the_same_episode_with_the_columns(policy):
     from clustergym.eval.rollout import evaluate
 
-    cfg = {"window_jobs": 30}
+    cfg = {"window_jobs": 30, "sim": {"decide_on": "queue"}}
     off, on = (evaluate(policy, "clustergym/GPUCluster-v1", {**cfg, **extra}, [20001])[0]
                for extra in ({}, OPTIONS))
     assert (on["mean_jct_censored"], on["agent_steps"]) == (off["mean_jct_censored"], off["agent_steps"])
@@ -252,7 +259,7 @@ def test_a_pairwise_agent_with_gpu_slots_loads_onto_other_gpu_counts_and_not_wit
     cls, kw = policy_spec("pairwise", "maskable", d=16, overload_threshold=overload_threshold(env),
                           **action_layout(env))
     MaskablePPO(cls, env, policy_kwargs=kw, n_steps=16, batch_size=16, device="cpu", seed=0).save(tmp_path / "a")
-    other = gym.make("clustergym/GPUCluster-v1", cluster="pai-2020", window_jobs=20, **OPTIONS)
+    other = gym.make("clustergym/GPUCluster-v1", cluster="pai-2020", window_jobs=20, sim=STILL, **OPTIONS)
     with pytest.warns(UserWarning):
         model = load_agent(tmp_path / "a.zip", env=other)
     obs, _ = other.reset(seed=0)
