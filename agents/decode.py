@@ -121,10 +121,10 @@ def with_decode(model: Any, decode: str, env: Any = None) -> Any:
 
 
 def destination_columns(env: Any) -> int | None:
-    """The destination columns per row of ``env``'s window (a Gymnasium env, wrapped or not, or an SB3 vector
-    env); None when there is no env."""
+    """The destination columns per row of ``env``'s window (``env`` as for
+    :func:`clustergym.agents.policies.env_attribute`); None when there is no env."""
     if env is None:
         return None
-    if hasattr(env, "get_attr"):  # an SB3 VecEnv
-        return int(env.get_attr("window")[0].D)
-    return int(env.unwrapped.window.D)
+    from clustergym.agents.policies import env_attribute  # here: this module does not import torch
+
+    return int(env_attribute(env, "window").D)

@@ -394,8 +394,7 @@ def check_columns(n_actions: int, W: int, K: int, gpu_slots: int = 0, sub_batche
 def action_layout(env: Any) -> dict[str, int]:
     """The pairwise policy's ``gpu_slots`` and ``sub_batches`` for ``env``'s optional action columns
     (``gpu_actions``, ``sub_batch_actions``; 0 when off): a ClusterEnv, wrapped or not, or a vector env."""
-    window = env.get_attr("window")[0] if not isinstance(env, gym.Env) and hasattr(env, "get_attr") \
-        else env.unwrapped.window
+    window = env_attribute(env, "window")
     return {"gpu_slots": int(window.G), "sub_batches": int(window.n_sub)}
 
 
@@ -489,14 +488,18 @@ def size_invariant(policy_class: Any) -> bool:
     return isinstance(policy_class, type) and issubclass(policy_class, _PairwiseMixin)
 
 
-def overload_threshold(env: Any) -> float:
-    """The overload threshold h_r of ``env``'s simulator (``sim={"overload_threshold": ...}``): a ClusterEnv,
-    wrapped or not, or a vector env of them (SB3's or Gymnasium's)."""
+def env_attribute(env: Any, name: str) -> Any:
+    """Attribute ``name`` of ``env``'s :class:`~clustergym.gym_env.ClusterEnv`: a ClusterEnv, wrapped or not, or a
+    vector env of them (SB3's or Gymnasium's; its first env's)."""
     if not isinstance(env, gym.Env) and hasattr(env, "get_attr"):
-        config = env.get_attr("sim_config")[0]
-    else:
-        config = env.unwrapped.sim_config
-    return float(config.overload_threshold)
+        return env.get_attr(name)[0]
+    return getattr(env.unwrapped, name)
+
+
+def overload_threshold(env: Any) -> float:
+    """The overload threshold h_r of ``env``'s simulator (``sim={"overload_threshold": ...}``; ``env`` as for
+    :func:`env_attribute`)."""
+    return float(env_attribute(env, "sim_config").overload_threshold)
 
 
 def policy_spec(policy: str, algo: str, net_arch: list[int] | None = None, d: int = 64,

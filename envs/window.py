@@ -39,23 +39,23 @@ Which rows, in order (:meth:`Window.build`):
 **Overflow.** When more candidates qualify than rows remain, the rows are drawn so that no ordering rule of a
 heuristic is favoured: waiting jobs whose gang is already partly placed come first (every policy completes a
 started gang, and the engine strands its slots otherwise), then jobs are taken in turn from four orderings,
-:data:`WAITING_ORDERS` (arrival, fewest GPUs, least attained GPU service, earliest deadline), skipping jobs
-already taken; running-job rows likewise from :data:`RUNNING_ORDERS` (most attained GPU service, latest
-arrival, most GPUs, latest deadline: the natural victims of those rules). The rows drawn are shown in queue
-(running jobs: submission) order.
+arrival, fewest GPUs, least attained GPU service, earliest deadline, skipping jobs already taken; running-job
+rows likewise from four (most attained GPU service, latest arrival, most GPUs, latest deadline: the natural
+victims of those rules). The rows drawn are shown in queue (running jobs: submission) order. The orderings
+and the draw live in :mod:`clustergym.window_overflow`.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import kernels
 from .core.commands import Command
-from .core.progress import running_time_at
 from .core.resources import FIT_EPS  # the admission rule's float allowance: the mask's fit test uses the same
 from .core.workload import STOP_OPTIONS
 from .window_columns import SlotAndSubBatchColumns, sub_batch_column
+from .window_overflow import RUNNING_ORDERS, round_robin, waiting_rows
 
 if TYPE_CHECKING:
     from .core.engine import Simulator
@@ -83,53 +83,6 @@ def action_index(action: Any) -> int:
         why = f"a {type(action).__name__}, not an integer"
     raise InvalidAction(f"action {action!r} is {why}: step() takes an action index (int, numpy integer or a "
                         f"one-element integer array)")
-
-
-# ---------------------------------------------------------------------- neutral orderings for the overflow
-def _service(job: "Job", now: float) -> float:
-    """Attained GPU service: GPUs x time the job has progressed (Tiresias' 2D measure)."""
-    return running_time_at(job, now) * job.spec.n_gpus
-
-
-WAITING_ORDERS: tuple[Callable[["Job", float], tuple], ...] = (
-    lambda j, now: (j.spec.submit_time, j.jid),                                  # arrival
-    lambda j, now: (j.spec.n_gpus, j.spec.submit_time, j.jid),                   # fewest GPUs
-    lambda j, now: (_service(j, now), j.spec.submit_time, j.jid),                # least attained service
-    lambda j, now: (j.spec.deadline, j.spec.submit_time, j.jid),                 # earliest deadline
-)
-RUNNING_ORDERS: tuple[Callable[["Job", float], tuple], ...] = (
-    lambda j, now: (-_service(j, now), -j.spec.submit_time, -j.jid),             # most attained service
-    lambda j, now: (-j.spec.submit_time, -j.jid),                                # latest arrival
-    lambda j, now: (-j.spec.n_gpus, -j.spec.submit_time, -j.jid),                # most GPUs
-    lambda j, now: (-j.spec.deadline, -j.spec.submit_time, -j.jid),              # latest deadline
-)
-
-
-def round_robin(jobs: Iterable["Job"], orders: Iterable[Callable[["Job", float], tuple]], now: float,
-                n: int) -> list["Job"]:
-    """Up to ``n`` of ``jobs``, taken in turn from each ordering (sort keys ``order(job, now)``), each turn the
-    first job of that ordering not taken yet: every ordering's head jobs are in, none dominates."""
-    jobs = list(jobs)
-    ranked = [sorted(jobs, key=lambda j, o=o: o(j, now)) for o in orders]
-    pos = [0] * len(ranked)
-    taken: set[int] = set()
-    out: list = []
-    while len(out) < n:
-        moved = False
-        for i, r in enumerate(ranked):
-            p = pos[i]
-            while p < len(r) and r[p].jid in taken:
-                p += 1
-            pos[i] = p
-            if p < len(r):
-                taken.add(r[p].jid)
-                out.append(r[p])
-                moved = True
-                if len(out) == n:
-                    break
-        if not moved:
-            break
-    return out
 
 
 _N_STOP = len(STOP_OPTIONS)
@@ -442,7 +395,8 @@ class Window(SlotAndSubBatchColumns):
         self._mask2.fill(False)
         if self.G:
             self._mask_move.fill(False)
-        self._bits: dict = {}  # Job -> its sub-batch options now (_sub_bits), for this build
+        if self.n_sub:
+            self._bits: dict = {}  # Job -> its sub-batch options now (_sub_bits), for this build
         tasks: list = [None] * self.W
         kinds: list = [None] * self.W
         n_rows = n_place = 0
@@ -518,7 +472,7 @@ class Window(SlotAndSubBatchColumns):
 
     def _running_rows(self, sim: "Simulator", rows: list) -> int:
         """Append one row per fully placed running job with a valid action (not already a migration row; its
-        first task), at most ``running_rows`` (the overflow drawn by :func:`round_robin`); returns how many."""
+        first task), at most ``running_rows`` (the overflow drawn by :func:`~clustergym.window_overflow.round_robin`); returns how many."""
         self._preempt_ok = pre = self.preemption and bool(sim.queue)
         room = min(self.W - len(rows), self.running_cap)
         if room <= 0:
@@ -542,7 +496,7 @@ class Window(SlotAndSubBatchColumns):
               ) -> tuple[int, int]:
         """Fit-test every candidate against the destinations, write the mask and the shown rows (running
         rows first, then the waiting tasks that fit somewhere, at most ``rows_per_job`` per job, the overflow
-        drawn by :meth:`_overflow`). Returns (rows shown, waiting rows shown)."""
+        drawn by :func:`~clustergym.window_overflow.waiting_rows`). Returns (rows shown, waiting rows shown)."""
         W, K, k = self.W, self.K, self.k
         n = len(rows)
         ok = self._ok
@@ -567,7 +521,7 @@ class Window(SlotAndSubBatchColumns):
             sel = fits.nonzero()[0].tolist()
         room = W - n_mig
         if len(sel) > room:
-            sel = self._overflow(sim, rows[n_mig:], sel, room)
+            sel = waiting_rows(sim, rows[n_mig:], sel, room)
         n_place = len(sel)
         if n_place:
             first = n_mig + sel[0]
@@ -584,22 +538,3 @@ class Window(SlotAndSubBatchColumns):
         else:
             self._row_tids = tids[:n_mig]
         return n_mig + n_place, n_place
-
-    @staticmethod
-    def _overflow(sim: "Simulator", waiting: list, sel: list[int], room: int) -> list[int]:
-        """``room`` of the candidate waiting rows ``sel`` (indices into ``waiting``), job by job: partly placed
-        jobs first (by arrival), then the others by :func:`round_robin` over :data:`WAITING_ORDERS`; returned
-        in queue order."""
-        by_job: dict[int, list[int]] = {}
-        for i in sel:
-            by_job.setdefault(waiting[i].job.jid, []).append(i)
-        jobs = [sim.job_by_id[j] for j in by_job]
-        order = sorted((j for j in jobs if j.n_placed), key=lambda j: (j.spec.submit_time, j.jid))
-        rest = [j for j in jobs if not j.n_placed]
-        order += round_robin(rest, WAITING_ORDERS, sim.now, len(rest))
-        keep: list[int] = []
-        for job in order:
-            keep.extend(by_job[job.jid][:room - len(keep)])
-            if len(keep) == room:
-                break
-        return sorted(keep)

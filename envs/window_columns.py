@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .core.accumulation import set_steps_error
+from .core.accumulation import power_of_two, set_steps_error
 from .core.resources import fits
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def sub_batch_column(steps: object, n_sub: int) -> int | None:
     """The sub-batch option index of ``steps`` accumulation steps (2^i -> i), None if not one of ``n_sub``."""
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1 or steps & (steps - 1):
+    if not power_of_two(steps):
         return None
     i = steps.bit_length() - 1
     return i if i < n_sub else None
@@ -32,14 +32,20 @@ class SlotAndSubBatchColumns:
 
     def _destination(self, task: "Task", col: int) -> tuple[int, int | None]:
         """(server, GPU) of destination column ``col`` for ``task``: GPU None without GPU slots and for a
-        parameter server (slot 0); server -1 for a padding column or slot."""
-        if not self.G:
+        parameter server (slot 0); server -1 for a padding column or slot (:meth:`_padding` says why)."""
+        if not self.G:  # the default layout: the env's step path, kept to one lookup
             return int(self.dest[col]), None
-        dc, slot = divmod(col, self.G)
-        server = int(self.dest[dc])
-        if server < 0 or slot >= self._n_gpus[server] or task.is_ps and slot:
+        if self._padding(task, col) is not None:
             return -1, None
+        server, slot = self._column(col)
         return server, None if task.is_ps else int(self._first_gpu[server]) + slot
+
+    def _column(self, col: int) -> tuple[int, int]:
+        """(server, GPU slot) of destination column ``col``: slot 0 without GPU slots; server -1 for padding."""
+        if not self.G:
+            return int(self.dest[col]), 0
+        dc, slot = divmod(col, self.G)
+        return int(self.dest[dc]), slot
 
     def _gpu_slot(self, task: "Task", server: int, gpu: int | None, moving: bool) -> int | None:
         """The GPU slot of ``server`` a command's ``gpu`` is (for a command without one, the GPU the simulator's
@@ -51,17 +57,16 @@ class SlotAndSubBatchColumns:
         slot = int(gpu) - int(self._first_gpu[server])
         return slot if gpu >= 0 and 0 <= slot < self._n_gpus[server] else None
 
-    def _padding(self, task: "Task", col: int) -> str:
-        """Why destination column ``col`` names no destination for ``task``."""
-        if not self.G:
-            return "padding"
-        dc, slot = divmod(col, self.G)
-        server = int(self.dest[dc])
+    def _padding(self, task: "Task", col: int) -> str | None:
+        """Why destination column ``col`` names no destination for ``task``, None if it names one."""
+        server, slot = self._column(col)
         if server < 0:
-            return f"padding (server column {dc})"
+            return f"padding (server column {col // max(1, self.G)})" if self.G else "padding"
         if slot >= self._n_gpus[server]:
             return f"GPU slot {slot} of server {server}, which has {int(self._n_gpus[server])} GPUs"
-        return f"GPU slot {slot} of server {server}: a parameter server takes no GPU (slot 0 places it)"
+        if task.is_ps and slot:
+            return f"GPU slot {slot} of server {server}: a parameter server takes no GPU (slot 0 places it)"
+        return None
 
     def _sub_batch_reason(self, job: "Job", steps: int, kind: str) -> str:
         """Why ``job`` may not change to ``steps`` sub-batches now (the sub-batch columns' mask rule)."""

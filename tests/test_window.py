@@ -13,7 +13,8 @@ from clustergym import baselines
 from clustergym.core.commands import Command
 from clustergym.core.workload import STOP_OPTIONS
 from clustergym.gym_env import ClusterEnv
-from clustergym.window import RUNNING_ORDERS, WAITING_ORDERS, InvalidAction, round_robin
+from clustergym.window import InvalidAction
+from clustergym.window_overflow import RUNNING_ORDERS, WAITING_ORDERS, round_robin
 from helpers import MODELS, StopThenFIFO, cluster, job, models
 
 

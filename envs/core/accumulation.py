@@ -39,11 +39,16 @@ def fixed_share(model: ModelProfile) -> float:
     return model.batch_fixed_share
 
 
+def power_of_two(steps: object) -> bool:
+    """Whether ``steps`` is an integer power of two >= 1 (a bool is not an integer here)."""
+    return not isinstance(steps, bool) and isinstance(steps, int) and steps >= 1 and not steps & (steps - 1)
+
+
 def steps_error(model: ModelProfile, steps: object) -> str | None:
     """Why ``steps`` is not a valid accumulation for ``model`` (a power of two in [1, batch]), or None."""
     if isinstance(steps, bool) or not isinstance(steps, int):
         return f"accumulation steps must be an integer, got {steps!r}"
-    if steps < 1 or steps & (steps - 1):
+    if not power_of_two(steps):
         return f"accumulation steps must be a power of two >= 1, got {steps}"
     if steps > model.batch_size:
         return f"accumulation steps {steps} exceed model {model.name!r}'s batch size {model.batch_size}"
