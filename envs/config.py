@@ -112,8 +112,10 @@ class EnvConfig:
       window and starve the queue of a policy that does not migrate; None = no cap),
       ``preemption`` (running-job rows' "back to the queue" action suspends the whole job, while tasks
       wait; on, so preemptive policies such as Tiresias can act), ``running_rows`` (at most that many
-      running-job rows; None = no cap), ``stop_option_actions`` (three columns per row that change the row's
-      job's stopping rule, MLFS §3.5, under ``Simulator.stop_option_error``), ``gpu_actions`` (a destination
+      running-job rows; None = no cap), ``preempt_migrating`` (a running job shown by migration rows also gets
+      a running-job row, so it can be preempted whole; off in the ``-v1`` ids, on in ``-v2``),
+      ``stop_option_actions`` (three columns per row that change the row's job's stopping rule, MLFS §3.5,
+      under ``Simulator.stop_option_error``), ``gpu_actions`` (a destination
       column per GPU slot of each destination server, so a policy chooses the GPU, SJF-BSBF's sharing; off: the
       simulator's least-loaded GPU with room), ``sub_batch_actions`` (n columns per row that give the row's
       waiting job 1, 2, 4, ... 2^(n-1) sub-batches per iteration: gradient accumulation,
@@ -165,6 +167,7 @@ class EnvConfig:
     migrate_rows: int | None = 8
     preemption: bool = True
     running_rows: int | None = 16
+    preempt_migrating: bool = False
     stop_option_actions: bool = True
     gpu_actions: bool = False
     sub_batch_actions: int = 0
@@ -195,7 +198,8 @@ class EnvConfig:
                               ("invalid_action", ("raise", "penalty"))):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}", name)
-        for name in ("vector_reward", "preemption", "stop_option_actions", "gpu_actions", "allow_empty_episode"):
+        for name in ("vector_reward", "preemption", "preempt_migrating", "stop_option_actions", "gpu_actions",
+                     "allow_empty_episode"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}", name)
         if not isinstance(self.cluster, str):

@@ -27,6 +27,10 @@ id                                    configuration (any field can be overridden
                                       strict-SLO (deadline U[1.1, 2] x run time) and half best-effort,
                                       5/10-minute leases, reward on SLO misses and best-effort JCT
 ====================================  ===================================================================
+
+Each id also has a ``-v2``: the same scenario, whose window gives a running job shown by migration rows a
+running-job row too, so every running job can be preempted whole (``EnvConfig.preempt_migrating``; on ``-v1``
+a job with a task on an overloaded server cannot be, and UniSched through the env parts from its core run).
 """
 from __future__ import annotations
 
@@ -108,6 +112,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "clustergym/Pollux-v1": {"cluster": "pollux-64", "workload": "pollux", "window_jobs": 160,
                              "n_destinations": 16},
 }
+# -v2: each -v1 scenario with the row rule that can preempt every running job (EnvConfig.preempt_migrating)
+SCENARIOS.update({env_id[:-1] + "2": {**fields, "preempt_migrating": True}
+                  for env_id, fields in list(SCENARIOS.items())})
 
 
 def scenario_fields(env_id: str) -> dict[str, Any]:

@@ -32,7 +32,9 @@ Which rows, in order (:meth:`Window.build`):
 2. ``"running"`` (with ``preemption`` or ``stop_options``): one row per fully placed running job not already
    a migration row, if it has a valid action (preemption: on, tasks waiting, no task of the job moved in
    this round and no lease of the job still running, :mod:`clustergym.core.lease`; or a stop-option change);
-   at most ``running_rows``.
+   at most ``running_rows``. With ``preempt_migrating`` (the ``-v2`` ids) a job shown by migration rows gets
+   a running-job row too when it may be preempted, so every running job can be preempted whole; that row's
+   stop-option columns are masked (the job's migration row carries them).
 3. ``"place"``: ready waiting tasks that fit some destination, in queue order, at most ``rows_per_job`` per
    job (default 1: one row per waiting job, its first ready task that fits).
 
@@ -107,9 +109,13 @@ class Window(SlotAndSubBatchColumns):
 
     def __init__(self, W: int, K: int, *, rows_per_job: int | None = 1, migrate_rows: int | None = 8,
                  preemption: bool = True, running_rows: int | None = 16, stop_options: bool = True,
-                 gpu_slots: int = 0, sub_batches: int = 0):
+                 gpu_slots: int = 0, sub_batches: int = 0, preempt_migrating: bool = False):
         self.W, self.K = int(W), int(K)
         self.rows_per_job, self.preemption = rows_per_job, bool(preemption)
+        # a running job shown by migration rows gets a running-job row too (its only whole-job preemption)
+        self.preempt_migrating = bool(preempt_migrating)
+        # the jobs of this build with both kinds of row (their running row: preemption only)
+        self._dual_jobs: set | frozenset = frozenset()
         self.n_stop = _N_STOP if stop_options else 0
         self.G = int(gpu_slots)  # GPU slots per destination column (0: the column is the server)
         self.D = self.K * self.G if self.G else self.K  # destination columns; column D is "back to the queue"
@@ -155,7 +161,7 @@ class Window(SlotAndSubBatchColumns):
         return cls(cfg.window_size, cfg.n_destinations, rows_per_job=cfg.rows_per_job,
                    migrate_rows=cfg.migrate_rows, preemption=cfg.preemption, running_rows=cfg.running_rows,
                    stop_options=cfg.stop_option_actions, gpu_slots=gpus_per_server if cfg.gpu_actions else 0,
-                   sub_batches=cfg.sub_batch_actions)
+                   sub_batches=cfg.sub_batch_actions, preempt_migrating=cfg.preempt_migrating)
 
     # ------------------------------------------------------------------ episode and round
     def reset(self, sim: "Simulator") -> None:
@@ -345,6 +351,8 @@ class Window(SlotAndSubBatchColumns):
             return f"{head}: {self._sub_batch_reason(task.job, 1 << (col - D - 1 - self.n_stop), kind)}"
         if col > D:
             option = STOP_OPTIONS[col - D - 1]
+            if kind == "running" and task.job in self._dual_jobs:
+                return f"{head}: job {jid}'s stop options are on its migration row {self._rows()[2][jid]}"
             if jid in self.option_touched:
                 return f"{head}: job {jid}'s stopping rule was already changed in this round"
             reason = sim.stop_option_error(jid, option) if sim is not None else None
@@ -414,6 +422,10 @@ class Window(SlotAndSubBatchColumns):
                                                              for t in tasks[n_over:n_mig]]
                 if self.n_stop:
                     self._write_stop_mask(sim)
+                    if self._dual_jobs and n_mig > n_over:  # their stop options are on their migration rows
+                        dual = self._dual_jobs
+                        self._mask_stop[n_over:n_mig] &= np.array([t.job not in dual for t in tasks[n_over:n_mig]],
+                                                                  bool)[:, None]
                 if self.G:
                     self._expand_gpu_slots(sim, n_rows)
                 if self.n_sub:
@@ -471,14 +483,20 @@ class Window(SlotAndSubBatchColumns):
         return rows, len(rows)
 
     def _running_rows(self, sim: "Simulator", rows: list) -> int:
-        """Append one row per fully placed running job with a valid action (not already a migration row; its
-        first task), at most ``running_rows`` (the overflow drawn by :func:`~clustergym.window_overflow.round_robin`); returns how many."""
+        """Append one row per fully placed running job with a valid action (not already a migration row, unless
+        ``preempt_migrating`` and preemption is valid for it; its first task), at most ``running_rows`` (the
+        overflow drawn by :func:`~clustergym.window_overflow.round_robin`); returns how many."""
         self._preempt_ok = pre = self.preemption and bool(sim.queue)
+        self._dual_jobs = frozenset()
         room = min(self.W - len(rows), self.running_cap)
         if room <= 0:
             return 0
         seen = {t.job for t in rows} if rows else ()
         touched, stop, code, held = self.touched_jobs, self.n_stop, self._stop_code, sim.leases.suspend_error
+        if self.preempt_migrating and pre and seen:  # those it may preempt are candidates like any other
+            self._dual_jobs = {j for j in seen
+                               if j.n_placed == len(j.tasks) and j not in touched and held(j) is None}
+            seen = seen - self._dual_jobs
         jobs = [j for j in sim.active_jobs.values()
                 if j.n_placed == len(j.tasks) and j not in seen
                 and (pre and j not in touched and held(j) is None or stop and code(sim, j))]

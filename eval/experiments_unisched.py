@@ -18,7 +18,7 @@ from .experiment_kit import experiment, paired_rel, pct_ci, significance
 from .specs import expand_loads, make_runs, parse_policy
 from .stats import fmt_num
 
-UNISCHED_ENV = "clustergym/UniSched-v1"
+UNISCHED_ENV = "clustergym/UniSched-v2"  # -v2: UniSched can suspend every running job through the env
 DEADLINE_AWARE = ("edf", "sjf")  # stand-ins for GENIE (LLF) and Hydra (SRTF)
 DL_SCHEDULERS = ("tiresias", "gavel")  # stand-ins for Optimus and Themis (run on Gavel's code in the paper)
 # UniSched §V-B, MIX1/MIX2: R^slo 0.95-2.77x lower than the deadline-aware schedulers, 2.01-6.84x lower than the

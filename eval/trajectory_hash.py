@@ -4,11 +4,11 @@
 
 Each case runs seeded episodes (one ``reset(seed=...)``, then plain ``reset()`` after each end, until
 the step budget is spent), with several policies and scenarios (including preemption and stop-option
-actions off, and a large cluster whose destinations are a nearest-K subset) and hashes, per step, every observation key
-(dtype, shape and bytes), the reward, terminated/truncated, ``info["objectives"]``, ``info["action_mask"]``,
-the other scalar info fields, the window's candidate task ids and kinds and the destination columns; then
-the final ``info["summary"]``. A performance change that claims to keep behaviour must leave every hash
-unchanged: record them before (``--out``), compare after (``--check``).
+actions off, a large cluster whose destinations are a nearest-K subset, and ``-v2`` ids) and hashes, per
+step, every observation key (dtype, shape and bytes), the reward, terminated/truncated, ``info["objectives"]``,
+``info["action_mask"]``, the other scalar info fields, the window's candidate task ids and kinds and the
+destination columns; then the final ``info["summary"]``. A performance change that claims to keep behaviour
+must leave every hash unchanged: record them before (``--out``), compare after (``--check``).
 """
 from __future__ import annotations
 
@@ -43,6 +43,11 @@ CASES: tuple[tuple[str, str, dict, str, int], ...] = (
     ("mlfs2474-random-9", BIG, {"window_jobs": 60, "window_size": 8, "n_destinations": 8}, "random", 9),
     ("mlfs2474-greedy-10", BIG, {"window_jobs": 60}, "greedy", 10),
     ("mlfs2474-mlfh-11", BIG, {"window_jobs": 40, "window_size": 8, "n_destinations": 8}, "mlf-h", 11),
+    # -v2's row rule (a migrating job's running row): random and MLF-H on the default, UniSched, which preempts
+    ("v2-default-random-0", DEFAULT[:-1] + "2", {}, "random", 0),
+    ("v2-default-mlfh-3", DEFAULT[:-1] + "2", {"window_jobs": 30}, "mlf-h", 3),
+    ("v2-hetero-random-5", HETERO[:-1] + "2", {}, "random", 5),
+    ("v2-unisched-unisched-12", "clustergym/UniSched-v2", {"window_jobs": 30}, "unisched", 12),
 )
 
 

@@ -95,7 +95,7 @@ def test_unisched_scenario_shows_each_rows_slo_class_and_pays_its_reward():
     from clustergym.observation import SLO_CLASS_FEATURE
     from clustergym.scenarios import make_env
 
-    env = make_env("clustergym/UniSched-v1", window_jobs=30)
+    env = make_env("clustergym/UniSched-v2", window_jobs=30)
     obs, _ = env.reset(seed=3)
     u = env.unwrapped
     col = u.obs_builder.task_cols.index("slo_class")

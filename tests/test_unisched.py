@@ -99,11 +99,11 @@ def test_unisched_without_profiling_runs_the_unisched_scenario_through_the_env_a
     from clustergym.scenarios import make_env
 
     kw = {"window_jobs": 30}
-    env = make_env("clustergym/UniSched-v1", {**EVAL_DEFAULTS, **kw})
+    env = make_env("clustergym/UniSched-v2", {**EVAL_DEFAULTS, **kw})
     agent = baselines.make("unisched", env, profile_s=0.0)  # no profiling phase: the reference estimates
     uni = rollout(env, predictor(agent, env, "unisched"), 0)
     env.close()
-    fifo = evaluate("fifo", "clustergym/UniSched-v1", kw, [0])[0]
+    fifo = evaluate("fifo", "clustergym/UniSched-v2", kw, [0])[0]
     assert uni["finished"] == fifo["finished"] == 30
     assert uni["slo_miss_rate"] < fifo["slo_miss_rate"]
     assert not math.isnan(uni["mean_be_jct"])

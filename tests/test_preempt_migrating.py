@@ -1,0 +1,127 @@
+"""``EnvConfig.preempt_migrating`` (on in the ``-v2`` ids): a running job shown by migration rows also gets a
+running-job row, so every running job can be preempted whole through the env."""
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+import pytest
+
+import clustergym  # noqa: F401  (registers the ids)
+from clustergym import baselines
+from clustergym.baselines.base import run
+from clustergym.core.engine import Simulator
+from clustergym.eval.rollout import predictor, rollout
+
+V1, V2 = "clustergym/GPUCluster-v1", "clustergym/GPUCluster-v2"
+# every busy server overloaded, and every task on one shown as a migration row
+HOT = dict(window_jobs=30, migrate_rows=None, sim={"overload_threshold": 0.05})
+
+
+def _first_dual_state(env_id: str, seed: int = 0, steps: int = 600):
+    """Step FIFO-like (first valid placement) until some fully placed running job has migration rows while
+    tasks wait; returns (env, that job) or (env, None)."""
+    env = gym.make(env_id, **HOT)
+    u = env.unwrapped
+    env.reset(seed=seed)
+    for _ in range(steps):
+        w = u.window
+        migrating = {t.job for t, k in zip(w.tasks, w.kinds) if k == "migrate"}
+        job = next((j for j in migrating if j.n_placed == len(j.tasks) and j not in w.touched_jobs), None)
+        if job is not None and u.sim.queue:
+            return env, job
+        mask = u.action_masks()
+        place = [r for r, k in enumerate(w.kinds) if k == "place"]
+        a = next((w.encode(r, c) for r in place for c in range(u.K) if mask[w.encode(r, c)]), u.end_round_action)
+        _, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            break
+    return env, None
+
+
+def test_v1_rows_leave_a_migrating_job_without_its_preemption():
+    env, job = _first_dual_state(V1)
+    assert job is not None
+    w = env.unwrapped.window
+    assert not any(k == "running" and t.job is job for t, k in zip(w.tasks, w.kinds))
+    from clustergym.core.commands import Command
+    assert w.action(Command("preempt", jid=job.jid)) is None
+
+
+def test_v2_gives_a_migrating_job_a_running_row_that_preempts_it_whole():
+    env, job = _first_dual_state(V2)
+    assert job is not None
+    u = env.unwrapped
+    w = u.window
+    rows = [r for r, (t, k) in enumerate(zip(w.tasks, w.kinds)) if k == "running" and t.job is job]
+    assert len(rows) == 1
+    mig = next(r for r, (t, k) in enumerate(zip(w.tasks, w.kinds)) if k == "migrate" and t.job is job)
+    mask = u.action_masks()
+    a = w.encode(rows[0], w.D)
+    assert mask[a]
+    # the stop options stay on the migration row only: one action per command
+    stop_cols = range(w.D + 1, w.D + 1 + w.n_stop)
+    assert not any(mask[w.encode(rows[0], c)] for c in stop_cols)
+    assert w.n_stop and any(mask[w.encode(mig, c)] for c in stop_cols)
+    assert f"migration row {mig}" in w.why_invalid(w.encode(rows[0], w.D + 1), u.sim)
+    from clustergym.core.commands import Command
+    assert w.action(Command("preempt", jid=job.jid)) == a
+    env.step(a)
+    assert job.n_placed == 0  # every task of the job is back in the queue
+
+
+def test_v2_changes_only_the_row_rule():
+    from clustergym.scenarios import SCENARIOS, scenario_fields
+
+    v1 = [i for i in SCENARIOS if i.endswith("-v1")]
+    assert v1 and all(i[:-1] + "2" in SCENARIOS for i in v1)
+    for i in v1:
+        f1, f2 = scenario_fields(i), scenario_fields(i[:-1] + "2")
+        assert f2.pop("preempt_migrating") is True and "preempt_migrating" not in f1
+        assert f1 == f2
+
+
+@pytest.mark.parametrize("kw", [HOT, {"window_jobs": 40}])
+def test_v2_random_valid_actions_all_execute(kw):
+    # every action the mask allows executes (invalid_action="raise"); a job with migration rows and a partly
+    # placed gang, or more such jobs than running rows, leaves no running row to mask
+    env = gym.make(V2, **kw, invalid_action="raise")
+    u = env.unwrapped
+    env.reset(seed=3)
+    rng = np.random.default_rng(0)
+    duals = 0
+    for _ in range(1500):
+        mask = u.action_masks()
+        duals += bool(u.window._dual_jobs)
+        _, _, term, trunc, _ = env.step(int(rng.choice(np.flatnonzero(mask))))
+        if term or trunc:
+            env.reset()
+    assert duals > 0
+
+
+def _records(sim) -> pd.DataFrame:
+    return pd.DataFrame(sim.job_records()).select_dtypes("number")
+
+
+def _env_and_core(env_id: str, seed: int, **kw) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-job numeric records of UniSched through ``env_id`` (``predict``) and of its core run on the same jobs."""
+    env = gym.make(env_id, max_steps=None, **kw)
+    u = env.unwrapped
+    rollout(env, predictor("unisched", env), seed)
+    sim = Simulator(u._cluster, [j.spec for j in u.sim.jobs], u.sim_config, seed=u.episode["sim_seed"],
+                    models=u._models)
+    run(sim, baselines.make("unisched"))
+    return _records(u.sim), _records(sim)
+
+
+@pytest.mark.parametrize("version, same", [("v1", False), ("v2", True)])
+def test_unisched_through_the_env_is_its_core_run_with_v2_rows(version, same):
+    # UniSched suspends running jobs at their lease ends; on v1 a job with a task on an overloaded server has no
+    # action that does, so the runs part (30-job window, seed 1)
+    e, c = _env_and_core(f"clustergym/UniSched-{version}", 1, window_jobs=30)
+    assert (e.shape == c.shape and np.array_equal(e.to_numpy(), c.to_numpy())) is same
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(5))
+def test_unisched_v2_through_the_env_is_its_core_run_on_the_registered_scenario(seed):
+    e, c = _env_and_core("clustergym/UniSched-v2", seed)
+    pd.testing.assert_frame_equal(e, c)
