@@ -416,6 +416,7 @@ class Policy:
         self._view: ClusterView | None = None  # the simulation of the current episode
         self._round: tuple = ()
         self._touched: set[int] = set()  # tasks moved or requeued in this round: never touched twice
+        self._touched_jobs: set[int] = set()  # jobs with such a task, or preempted: not preempted in this round
         self._fit_cache: dict[int, bool] = {}
 
     # -- lifecycle
@@ -435,14 +436,17 @@ class Policy:
         if key != self._round:
             self._round = key
             self._touched = set()
+            self._touched_jobs = set()
             self._fit_cache = {}
 
     def observe(self, view: ClusterView, cmd: Command) -> None:
         """Record a command about to be (or just) executed."""
         if cmd.kind in ("migrate", "requeue", "place"):
             self._touched.add(cmd.tid)
+            self._touched_jobs.add(view.task(cmd.tid).job.jid)
         elif cmd.kind == "preempt":
             self._touched.update(t.tid for t in view.job(cmd.jid).tasks)
+            self._touched_jobs.add(cmd.jid)
         if cmd.kind in ("migrate", "requeue", "preempt"):
             self._fit_cache.clear()
 
@@ -471,7 +475,7 @@ class Policy:
         self.begin(view)
         cands = Candidates.full(view) if cands is None else cands
         for cmd in self.ranked(view, cands):
-            if is_valid(view, cmd):
+            if is_valid(view, cmd) and not (cmd.kind == "preempt" and cmd.jid in self._touched_jobs):
                 return cmd
         return None
 

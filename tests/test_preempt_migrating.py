@@ -7,8 +7,10 @@ import pytest
 
 import clustergym  # noqa: F401  (registers the ids)
 from clustergym import baselines
-from clustergym.baselines.base import run
+from clustergym.baselines.base import Policy, run
+from clustergym.core.commands import Command, execute
 from clustergym.core.engine import Simulator
+from clustergym.core.view import ClusterView
 from clustergym.eval.rollout import predictor, rollout
 
 V1, V2 = "clustergym/GPUCluster-v1", "clustergym/GPUCluster-v2"
@@ -42,7 +44,6 @@ def test_v1_rows_leave_a_migrating_job_without_its_preemption():
     assert job is not None
     w = env.unwrapped.window
     assert not any(k == "running" and t.job is job for t, k in zip(w.tasks, w.kinds))
-    from clustergym.core.commands import Command
     assert w.action(Command("preempt", jid=job.jid)) is None
 
 
@@ -62,7 +63,6 @@ def test_v2_gives_a_migrating_job_a_running_row_that_preempts_it_whole():
     assert not any(mask[w.encode(rows[0], c)] for c in stop_cols)
     assert w.n_stop and any(mask[w.encode(mig, c)] for c in stop_cols)
     assert f"migration row {mig}" in w.why_invalid(w.encode(rows[0], w.D + 1), u.sim)
-    from clustergym.core.commands import Command
     assert w.action(Command("preempt", jid=job.jid)) == a
     env.step(a)
     assert job.n_placed == 0  # every task of the job is back in the queue
@@ -125,3 +125,47 @@ def test_unisched_through_the_env_is_its_core_run_with_v2_rows(version, same):
 def test_unisched_v2_through_the_env_is_its_core_run_on_the_registered_scenario(seed):
     e, c = _env_and_core("clustergym/UniSched-v2", seed)
     pd.testing.assert_frame_equal(e, c)
+
+
+class _PlaceThenPreempt(Policy):
+    """Places every candidate on server 0, then asks to preempt every placed job."""
+    name = "place-then-preempt"
+
+    def preferences(self, view, cands):
+        for t in cands.place:
+            yield Command("place", t.tid, 0)
+        for j in view.active_jobs():
+            if j.n_placed:
+                yield Command("preempt", jid=j.jid)
+
+
+def test_core_level_round_rule_matches_the_window_no_preemption_of_a_job_placed_this_round():
+    from helpers import cluster, job, models
+
+    # one 4-GPU server and two jobs
+    sim = Simulator(cluster(1), [job(0, R=4, iters=500), job(1, R=1, iters=500)], models=models)
+    pol = _PlaceThenPreempt()
+    assert sim.next_decision()
+    view = ClusterView(sim)
+    taken = []
+    while (cmd := pol.decide(view)) is not None and len(taken) < 50:  # without the rule: place, preempt, ...
+        pol.observe(view, cmd)
+        execute(sim, cmd)
+        taken.append(cmd.kind)
+    assert taken and set(taken) == {"place"}  # jobs placed; their preemption waits for another round
+    assert sim.job(0).n_placed == len(sim.job(0).tasks)
+    assert view.command_error(Command("preempt", jid=0)) is None  # the simulator alone would allow it
+    assert sim.next_decision()
+    assert pol.decide(view) == Command("preempt", jid=0)
+
+
+def test_tiresias_through_the_env_is_its_core_run_with_every_running_job_shown():
+    # -v2 rows and no cap on running-job rows: every preemption Tiresias makes at core level is an action (on
+    # -v1, or with the default cap of 16 running-job rows, the runs part); 50-job held-out window 20001
+    env = gym.make(V2, split="test", window_jobs=50, running_rows=None, max_steps=None)
+    u = env.unwrapped
+    rollout(env, predictor("tiresias", env), 20001)
+    sim = Simulator(u._cluster, [j.spec for j in u.sim.jobs], u.sim_config, seed=u.episode["sim_seed"],
+                    models=u._models)
+    run(sim, baselines.make("tiresias"))
+    pd.testing.assert_frame_equal(_records(u.sim), _records(sim))

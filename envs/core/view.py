@@ -92,6 +92,9 @@ class ClusterView:
     def job(self, jid: int) -> Job:
         return self._sim.job(jid)
 
+    def task(self, tid: int) -> Task:
+        return self._sim.task(tid)
+
     def running_tasks(self, server: int) -> tuple[Task, ...]:
         """The tasks on ``server``, by task id."""
         return self._sim.cluster.tasks_by_id(server)
