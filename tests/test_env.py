@@ -113,17 +113,22 @@ def _check_mask_against_core(u):
     assert m[u.end_round_action]
     w = u.window
     m2 = m[:-1].reshape(u.W, w.C)
+    migrating = {t.job for t, kind in zip(w.tasks, w.kinds) if kind == "migrate"}
     for r, (t, kind) in enumerate(zip(w.tasks, w.kinds)):
         if t is None:
             assert not m2[r].any(), "padding row has a valid action"
             continue
         jid = t.job.jid
+        # -v2: a job with migration rows and a running-job row has its stop options on the migration row only
+        on_other_row = kind == "running" and t.job in migrating
+        assert not on_other_row or w.preempt_migrating
         for o, option in enumerate(STOP_OPTIONS):  # the stop options: the simulator's rule, once per round
             assert m2[r, u.K + 1 + o] == (sim.stop_option_error(jid, option) is None
-                                           and jid not in w.option_touched), (r, option)
+                                           and jid not in w.option_touched and not on_other_row), (r, option)
         if kind == "running":  # a fully placed job: preemption while tasks wait, nothing else
             assert t.job.fully_placed and not m2[r, :u.K].any()
-            assert m2[r, u.K] == (w.preemption and bool(sim.queue) and t.job not in w.touched_jobs)
+            assert m2[r, u.K] == (w.preemption and bool(sim.queue) and t.job not in w.touched_jobs
+                                  and sim.leases.suspend_error(t.job) is None)  # a running lease holds it
             assert m2[r].any()
             continue
         assert m2[r, u.K] == (kind == "migrate")
