@@ -28,6 +28,7 @@ from clustergym.eval.bench_env import greedy
 DEFAULT = "clustergym/GPUCluster-v1"
 HETERO = "clustergym/Hetero-v1"
 BIG = "clustergym/MLFS2474-v1"
+DEFAULT_V2, HETERO_V2, UNISCHED_V2 = "clustergym/GPUCluster-v2", "clustergym/Hetero-v2", "clustergym/UniSched-v2"
 
 # (name, env id, make kwargs, policy, seed)
 CASES: tuple[tuple[str, str, dict, str, int], ...] = (
@@ -44,10 +45,10 @@ CASES: tuple[tuple[str, str, dict, str, int], ...] = (
     ("mlfs2474-greedy-10", BIG, {"window_jobs": 60}, "greedy", 10),
     ("mlfs2474-mlfh-11", BIG, {"window_jobs": 40, "window_size": 8, "n_destinations": 8}, "mlf-h", 11),
     # -v2's row rule (a migrating job's running row): random and MLF-H on the default, UniSched, which preempts
-    ("v2-default-random-0", DEFAULT[:-1] + "2", {}, "random", 0),
-    ("v2-default-mlfh-3", DEFAULT[:-1] + "2", {"window_jobs": 30}, "mlf-h", 3),
-    ("v2-hetero-random-5", HETERO[:-1] + "2", {}, "random", 5),
-    ("v2-unisched-unisched-12", "clustergym/UniSched-v2", {"window_jobs": 30}, "unisched", 12),
+    ("v2-default-random-0", DEFAULT_V2, {}, "random", 0),
+    ("v2-default-mlfh-3", DEFAULT_V2, {"window_jobs": 30}, "mlf-h", 3),
+    ("v2-hetero-random-5", HETERO_V2, {}, "random", 5),
+    ("v2-unisched-unisched-12", UNISCHED_V2, {"window_jobs": 30}, "unisched", 12),
 )
 
 
