@@ -114,6 +114,9 @@ class EnvConfig:
       wait; on, so preemptive policies such as Tiresias can act), ``running_rows`` (at most that many
       running-job rows; None = no cap), ``preempt_migrating`` (a running job shown by migration rows also gets
       a running-job row, so it can be preempted whole; off in the ``-v1`` ids, on in ``-v2``),
+      ``preempt_empty_queue`` (a running job may be preempted while no task waits, e.g. to be placed again on
+      faster GPUs, Hare's round-level rescheduling; off in ``-v1``, on in ``-v2``: it adds actions at the
+      decision points there are, never a decision point),
       ``stop_option_actions`` (three columns per row that change the row's job's stopping rule, MLFS §3.5,
       under ``Simulator.stop_option_error``), ``gpu_actions`` (a destination
       column per GPU slot of each destination server, so a policy chooses the GPU, SJF-BSBF's sharing; off: the
@@ -168,6 +171,7 @@ class EnvConfig:
     preemption: bool = True
     running_rows: int | None = 16
     preempt_migrating: bool = False
+    preempt_empty_queue: bool = False
     stop_option_actions: bool = True
     gpu_actions: bool = False
     sub_batch_actions: int = 0
@@ -198,7 +202,8 @@ class EnvConfig:
                               ("invalid_action", ("raise", "penalty"))):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}", name)
-        for name in ("vector_reward", "preemption", "preempt_migrating", "stop_option_actions", "gpu_actions",
+        for name in ("vector_reward", "preemption", "preempt_migrating", "preempt_empty_queue",
+                     "stop_option_actions", "gpu_actions",
                      "allow_empty_episode"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}", name)

@@ -61,7 +61,8 @@ class ClusterEnv(gym.Env):
     indices and simulator commands (``window.command(a)``, ``window.action(cmd)``). Rows, in order:
     migration candidates (running tasks on overloaded servers, by server index then task id; at most
     ``migrate_rows``, default 8, so a policy that does not migrate still sees the queue); running-job rows
-    (one per fully placed running job that has a valid action: preemption while tasks wait, with
+    (one per fully placed running job that has a valid action: preemption while tasks wait (at any decision point
+    with ``preempt_empty_queue``, the ``-v2`` ids), with
     ``preemption`` (on by default), or a stop-option change; at most ``running_rows``, default 16); then the
     waiting jobs: ready waiting tasks (``Task.is_ready()``) that fit at least one destination, in queue
     order, at most ``rows_per_job`` per job (default 1: one row per waiting job, so with W = 64 a policy
@@ -115,7 +116,7 @@ class ClusterEnv(gym.Env):
     except for a PS, GPU memory on one GPU: ``sim.feasible_servers``; with ``gpu_actions``, on that GPU);
     dependencies hold (only ready tasks are rows); for migrations the destination is not the task's own
     server and is not overloaded; ``col == D`` on migration rows, and on running-job rows with
-    ``preemption``, tasks waiting and no task of the job moved in this round; a stop option where
+    ``preemption``, tasks waiting (or ``preempt_empty_queue``) and no task of the job moved in this round; a stop option where
     ``sim.stop_option_error`` allows it (only towards a cheaper option the user allowed, run-all -> opt-stop
     -> requirement, or back to the user's own) and the job's rule has not changed in this round; a sub-batch
     where ``accumulation.set_steps_error`` allows it (a power of two up to the batch, not the job's current

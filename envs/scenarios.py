@@ -28,9 +28,12 @@ id                                    configuration (any field can be overridden
                                       5/10-minute leases, reward on SLO misses and best-effort JCT
 ====================================  ===================================================================
 
-Each id also has a ``-v2``: the same scenario, whose window gives a running job shown by migration rows a
-running-job row too, so every running job can be preempted whole (``EnvConfig.preempt_migrating``; on ``-v1``
-a job with a task on an overloaded server cannot be, and UniSched through the env parts from its core run).
+Each id also has a ``-v2``: the same scenario, where every running job can be preempted whole at every decision
+point. Its window gives a running job shown by migration rows a running-job row too
+(``EnvConfig.preempt_migrating``; on ``-v1`` a job with a task on an overloaded server cannot be, and UniSched
+through the env parts from its core run), and offers preemption while no task waits
+(``EnvConfig.preempt_empty_queue``; on ``-v1`` it cannot, and HLAS's rescheduling, which preempts a job to place
+it again on faster GPUs, parts from its core run).
 """
 from __future__ import annotations
 
@@ -112,8 +115,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "clustergym/Pollux-v1": {"cluster": "pollux-64", "workload": "pollux", "window_jobs": 160,
                              "n_destinations": 16},
 }
-# -v2: each -v1 scenario with the row rule that can preempt every running job (EnvConfig.preempt_migrating)
-SCENARIOS.update({env_id[:-1] + "2": {**fields, "preempt_migrating": True}
+# -v2: each -v1 scenario with the row rules that can preempt every running job at every decision point
+SCENARIOS.update({env_id[:-1] + "2": {**fields, "preempt_migrating": True, "preempt_empty_queue": True}
                   for env_id, fields in list(SCENARIOS.items())})
 
 

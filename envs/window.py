@@ -30,8 +30,9 @@ Which rows, in order (:meth:`Window.build`):
 1. ``"migrate"``: running tasks on overloaded servers not moved in this round, by server index then task id;
    at most ``migrate_rows``.
 2. ``"running"`` (with ``preemption`` or ``stop_options``): one row per fully placed running job not already
-   a migration row, if it has a valid action (preemption: on, tasks waiting, no task of the job moved in
-   this round and no lease of the job still running, :mod:`clustergym.core.lease`; or a stop-option change);
+   a migration row, if it has a valid action (preemption: on, tasks waiting or ``preempt_empty_queue``, no
+   task of the job moved in this round and no lease of the job still running, :mod:`clustergym.core.lease`;
+   or a stop-option change);
    at most ``running_rows``. With ``preempt_migrating`` (the ``-v2`` ids) a job shown by migration rows gets
    a running-job row too when it may be preempted, so every running job can be preempted whole; that row's
    stop-option columns are masked (the job's migration row carries them).
@@ -109,11 +110,14 @@ class Window(SlotAndSubBatchColumns):
 
     def __init__(self, W: int, K: int, *, rows_per_job: int | None = 1, migrate_rows: int | None = 8,
                  preemption: bool = True, running_rows: int | None = 16, stop_options: bool = True,
-                 gpu_slots: int = 0, sub_batches: int = 0, preempt_migrating: bool = False):
+                 gpu_slots: int = 0, sub_batches: int = 0, preempt_migrating: bool = False,
+                 preempt_empty_queue: bool = False):
         self.W, self.K = int(W), int(K)
         self.rows_per_job, self.preemption = rows_per_job, bool(preemption)
         # a running job shown by migration rows gets a running-job row too (its only whole-job preemption)
         self.preempt_migrating = bool(preempt_migrating)
+        # preemption offered with nothing waiting (a job preempted to be placed again elsewhere)
+        self.preempt_empty_queue = bool(preempt_empty_queue)
         # the jobs of this build with both kinds of row (their running row: preemption only)
         self._dual_jobs: set | frozenset = frozenset()
         self.n_stop = _N_STOP if stop_options else 0
@@ -161,7 +165,8 @@ class Window(SlotAndSubBatchColumns):
         return cls(cfg.window_size, cfg.n_destinations, rows_per_job=cfg.rows_per_job,
                    migrate_rows=cfg.migrate_rows, preemption=cfg.preemption, running_rows=cfg.running_rows,
                    stop_options=cfg.stop_option_actions, gpu_slots=gpus_per_server if cfg.gpu_actions else 0,
-                   sub_batches=cfg.sub_batch_actions, preempt_migrating=cfg.preempt_migrating)
+                   sub_batches=cfg.sub_batch_actions, preempt_migrating=cfg.preempt_migrating,
+                   preempt_empty_queue=cfg.preempt_empty_queue)
 
     # ------------------------------------------------------------------ episode and round
     def reset(self, sim: "Simulator") -> None:
@@ -368,7 +373,8 @@ class Window(SlotAndSubBatchColumns):
                 held = sim.leases.suspend_error(task.job) if sim is not None else None
                 if held:
                     return f"{head}: {held}"
-                return f"{head}: no task is waiting, preempting would free GPUs for nobody"
+                return (f"{head}: no task is waiting and EnvConfig.preempt_empty_queue is off (on in the -v2 "
+                        "ids)")
             return f"{head}: not allowed by the mask"
         if kind == "running":
             return f"{head}: a running-job row allows only preemption (col {D}) and stop options"
@@ -486,7 +492,7 @@ class Window(SlotAndSubBatchColumns):
         """Append one row per fully placed running job with a valid action (not already a migration row, unless
         ``preempt_migrating`` and preemption is valid for it; its first task), at most ``running_rows`` (the
         overflow drawn by :func:`~clustergym.window_overflow.round_robin`); returns how many."""
-        self._preempt_ok = pre = self.preemption and bool(sim.queue)
+        self._preempt_ok = pre = self.preemption and (self.preempt_empty_queue or bool(sim.queue))
         self._dual_jobs = frozenset()
         room = min(self.W - len(rows), self.running_cap)
         if room <= 0:

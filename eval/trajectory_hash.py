@@ -8,15 +8,41 @@ actions off, a large cluster whose destinations are a nearest-K subset, and ``-v
 step, every observation key (dtype, shape and bytes), the reward, terminated/truncated, ``info["objectives"]``,
 ``info["action_mask"]``, the other scalar info fields, the window's candidate task ids and kinds and the
 destination columns; then the final ``info["summary"]``. A performance change that claims to keep behaviour
-must leave every hash unchanged: record them before (``--out``), compare after (``--check``).
+must leave every hash unchanged: record them before (``--out``), compare after (``--check``). The script runs
+itself under :data:`PORTABLE_FLOAT` (numpy's and OpenBLAS's AVX2 kernels), so the recorded hashes check on any
+x86-64 machine with the same library versions.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import json
+import os
 import sys
 import time
+
+# numpy's and OpenBLAS's kernels are chosen by CPU at run time, and their float results differ between them (an
+# AVX-512 machine and an AVX2 one give different hashes for the same code and libraries): the hashes are taken on
+# their AVX2 paths, so that hashes recorded on one x86-64 machine check on another. numba's kernels need no
+# setting (compiled without fast-math, they give the same results on both). ``--native`` skips this.
+PORTABLE_FLOAT = {
+    "OPENBLAS_CORETYPE": "Haswell",
+    # numpy >= 2.3 names the AVX-512 groups X86_V4, AVX512_ICL, AVX512_SPR; earlier releases one by one
+    "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR AVX512F AVX512CD AVX512_SKX AVX512_CLX AVX512_CNL",
+}
+
+
+def _reexec_portable() -> None:
+    """Run this script again under :data:`PORTABLE_FLOAT` unless it already is (or ``--native``): the variables
+    must be set before numpy and OpenBLAS load."""
+    if "--native" in sys.argv or all(os.environ.get(k) == v for k, v in PORTABLE_FLOAT.items()):
+        return
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **PORTABLE_FLOAT})
+
+
+if __name__ == "__main__":
+    _reexec_portable()
 
 import gymnasium as gym
 import numpy as np
@@ -106,6 +132,8 @@ def main() -> None:
     ap.add_argument("--out", help="write the hashes (JSON) here")
     ap.add_argument("--check", help="compare against hashes (JSON) written by --out; exit 1 on any difference")
     ap.add_argument("--only", nargs="*", help="case names to run (default: all)")
+    ap.add_argument("--native", action="store_true",
+                    help="use this CPU's fastest numpy/OpenBLAS kernels (hashes then hold for this CPU only)")
     args = ap.parse_args()
     ref = json.load(open(args.check)) if args.check else None
     out, bad = {}, []

@@ -127,7 +127,8 @@ def _check_mask_against_core(u):
                                            and jid not in w.option_touched and not on_other_row), (r, option)
         if kind == "running":  # a fully placed job: preemption while tasks wait, nothing else
             assert t.job.fully_placed and not m2[r, :u.K].any()
-            assert m2[r, u.K] == (w.preemption and bool(sim.queue) and t.job not in w.touched_jobs
+            waiting_ok = w.preempt_empty_queue or bool(sim.queue)  # -v2: also while nothing waits
+            assert m2[r, u.K] == (w.preemption and waiting_ok and t.job not in w.touched_jobs
                                   and sim.leases.suspend_error(t.job) is None)  # a running lease holds it
             assert m2[r].any()
             continue

@@ -1,5 +1,6 @@
-"""``EnvConfig.preempt_migrating`` (on in the ``-v2`` ids): a running job shown by migration rows also gets a
-running-job row, so every running job can be preempted whole through the env."""
+"""The ``-v2`` ids' row rules, by which every running job can be preempted whole at every decision point:
+``EnvConfig.preempt_migrating`` (a running job shown by migration rows also gets a running-job row) and
+``EnvConfig.preempt_empty_queue`` (preemption offered while no task waits)."""
 import gymnasium as gym
 import numpy as np
 import pandas as pd
@@ -68,15 +69,55 @@ def test_v2_gives_a_migrating_job_a_running_row_that_preempts_it_whole():
     assert job.n_placed == 0  # every task of the job is back in the queue
 
 
-def test_v2_changes_only_the_row_rule():
+def test_v2_changes_only_the_row_rules():
     from clustergym.scenarios import SCENARIOS, scenario_fields
 
     v1 = [i for i in SCENARIOS if i.endswith("-v1")]
     assert v1 and all(i[:-1] + "2" in SCENARIOS for i in v1)
     for i in v1:
         f1, f2 = scenario_fields(i), scenario_fields(i[:-1] + "2")
-        assert f2.pop("preempt_migrating") is True and "preempt_migrating" not in f1
+        for flag in ("preempt_migrating", "preempt_empty_queue"):
+            assert f2.pop(flag) is True and flag not in f1
         assert f1 == f2
+
+
+def _first_empty_queue_state(env_id: str, seed: int = 0, steps: int = 3000):
+    """Step FIFO-like (first valid placement) until the env stops at a decision point with no task waiting and
+    a fully placed running job shown that was not moved in this round; returns (env, its running-job row) or
+    (env, None)."""
+    env = gym.make(env_id, window_jobs=30)
+    u = env.unwrapped
+    env.reset(seed=seed)
+    for _ in range(steps):
+        w = u.window
+        running = [r for r, k in enumerate(w.kinds) if k == "running" and w.tasks[r].job not in w.touched_jobs]
+        if not u.sim.queue and running:
+            return env, running[0]
+        mask = u.action_masks()
+        place = [r for r, k in enumerate(w.kinds) if k == "place"]
+        a = next((w.encode(r, c) for r in place for c in range(u.K) if mask[w.encode(r, c)]), u.end_round_action)
+        _, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            break
+    return env, None
+
+
+@pytest.mark.parametrize("env_id", [V1, V2])
+def test_preemption_while_nothing_waits_only_on_v2(env_id):
+    # overload decision points with the queue empty: on -v1 a running-job row carries its stop options only,
+    # on -v2 its "back to the queue" preempts the job (Hare's rescheduling: to be placed again elsewhere)
+    env, row = _first_empty_queue_state(env_id)
+    assert row is not None
+    u = env.unwrapped
+    w = u.window
+    a, job = w.encode(row, w.D), w.tasks[row].job
+    if env_id == V1:
+        assert not u.action_masks()[a]
+        assert "preempt_empty_queue is off" in w.why_invalid(a, u.sim)
+        return
+    assert u.action_masks()[a] and w.action(Command("preempt", jid=job.jid)) == a
+    env.step(a)
+    assert job.n_placed == 0 and u.sim.queue  # its tasks wait now, placeable in this round
 
 
 @pytest.mark.parametrize("kw", [HOT, {"window_jobs": 40}])
@@ -157,6 +198,22 @@ def test_core_level_round_rule_matches_the_window_no_preemption_of_a_job_placed_
     assert view.command_error(Command("preempt", jid=0)) is None  # the simulator alone would allow it
     assert sim.next_decision()
     assert pol.decide(view) == Command("preempt", jid=0)
+
+
+@pytest.mark.parametrize("empty_queue, same", [(False, False), (True, True)])
+def test_hlas_through_the_env_is_its_core_run_with_preemption_while_nothing_waits(empty_queue, same):
+    # HLAS's rescheduling preempts a job to place it again on GPUs where its round ends sooner, also with the
+    # queue empty (at an overload decision point); without -v2's preempt_empty_queue the runs part (50-job
+    # held-out window 20004; every running job shown, as for Tiresias below)
+    env = gym.make(V2, split="test", window_jobs=50, running_rows=None, max_steps=None,
+                   preempt_empty_queue=empty_queue)
+    u = env.unwrapped
+    rollout(env, predictor("hlas", env), 20004)
+    sim = Simulator(u._cluster, [j.spec for j in u.sim.jobs], u.sim_config, seed=u.episode["sim_seed"],
+                    models=u._models)
+    run(sim, baselines.make("hlas"))
+    e, c = _records(u.sim), _records(sim)
+    assert (e.shape == c.shape and np.array_equal(e.to_numpy(), c.to_numpy())) is same
 
 
 def test_tiresias_through_the_env_is_its_core_run_with_every_running_job_shown():
