@@ -8,8 +8,10 @@ candidates. Its preferences (placements, migrations, requeues, preemptions and s
 mapped to actions by ``window.action(cmd)``; the first one the action mask allows is returned, else "end
 round". The adapter imposes no order of its own: a policy's preferences are tried in the policy's order.
 
-Within a round a policy does not move a task twice. The adapter tells the policy which command was taken at
-the next ``predict``: by default the one it returned; :meth:`HeuristicAgent.record_taken` replaces it when the
+What was done in a round the policy reads from the simulator's round record (``sim.round``,
+:mod:`clustergym.core.rounds`: what the env executed), so ``predict`` twice on one state gives the same choice.
+Policies with memory of their own commands (MLF-C's notes of the jobs it moved) are told which command was taken
+at the next ``predict``: by default the one it returned; :meth:`HeuristicAgent.record_taken` replaces it when the
 caller stepped the env with another action (DAgger, where the learner acts and the heuristic only labels).
 
 A new Simulator (env reset) is detected by identity and the policy's ``attach`` runs on it (MLFS-H+C adds

@@ -415,8 +415,6 @@ class Policy:
             raise ValueError(f"{self.name}: samples the action mask uniformly, so it cannot apply stop_option")
         self._view: ClusterView | None = None  # the simulation of the current episode
         self._round: tuple = ()
-        self._touched: set[int] = set()  # tasks moved or requeued in this round: never touched twice
-        self._touched_jobs: set[int] = set()  # jobs with such a task, or preempted: not preempted in this round
         self._fit_cache: dict[int, bool] = {}
 
     # -- lifecycle
@@ -435,18 +433,17 @@ class Policy:
         key = (view.decisions, view.now)
         if key != self._round:
             self._round = key
-            self._touched = set()
-            self._touched_jobs = set()
             self._fit_cache = {}
 
+    @property
+    def _touched(self) -> set[int]:
+        """Ids of the tasks placed, moved or requeued in this round (the simulator's round record,
+        :mod:`clustergym.core.rounds`): not migrated or requeued again in it (the rule), and by the heuristics'
+        own choice not placed again either."""
+        return self._view.round_moved_tasks if self._view is not None else set()
+
     def observe(self, view: ClusterView, cmd: Command) -> None:
-        """Record a command about to be (or just) executed."""
-        if cmd.kind in ("migrate", "requeue", "place"):
-            self._touched.add(cmd.tid)
-            self._touched_jobs.add(view.task(cmd.tid).job.jid)
-        elif cmd.kind == "preempt":
-            self._touched.update(t.tid for t in view.job(cmd.jid).tasks)
-            self._touched_jobs.add(cmd.jid)
+        """Note a command about to be (or just) executed (the round rule's record is the simulator's)."""
         if cmd.kind in ("migrate", "requeue", "preempt"):
             self._fit_cache.clear()
 
@@ -475,7 +472,7 @@ class Policy:
         self.begin(view)
         cands = Candidates.full(view) if cands is None else cands
         for cmd in self.ranked(view, cands):
-            if is_valid(view, cmd) and not (cmd.kind == "preempt" and cmd.jid in self._touched_jobs):
+            if is_valid(view, cmd):  # the round rule included (core/rounds.py)
                 return cmd
         return None
 

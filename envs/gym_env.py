@@ -54,7 +54,8 @@ class ClusterEnv(gym.Env):
     the env ends the round by itself and keeps advancing, so the agent never sees a state without a choice
     (except the terminal observation). A task placed, migrated or requeued in a round (every task of a
     preempted job) is not a candidate for another move in that round (no ping-pong), a job with such a task is
-    not preempted in it, and a job's stopping rule changes at most once per round, so every round is finite.
+    not preempted in it, and a job's stopping rule changes at most once per round, so every round is finite (the
+    simulator's round rule, :mod:`clustergym.core.rounds`, which core runs of the heuristics follow too).
 
     **The window** (:class:`clustergym.window.Window`, ``env.unwrapped.window``) holds the W rows and K
     destination columns of the current state, the action mask, and the one translation between action

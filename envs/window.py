@@ -56,6 +56,7 @@ import numpy as np
 from . import kernels
 from .core.commands import Command
 from .core.resources import FIT_EPS  # the admission rule's float allowance: the mask's fit test uses the same
+from .core.rounds import RoundRecord
 from .core.workload import STOP_OPTIONS
 from .window_columns import SlotAndSubBatchColumns, sub_batch_column
 from .window_overflow import RUNNING_ORDERS, round_robin, waiting_rows
@@ -150,10 +151,7 @@ class Window(SlotAndSubBatchColumns):
         self.utilisation = np.empty((0, 4))  # per-server arrays, sized by reset()
         self.ideal_distance = np.empty(0)
         self.free = np.empty((3, self.K))
-        self.touched: set[int] = set()  # tasks placed, moved or requeued in this round: no second move
-        self.touched_jobs: set = set()  # Jobs with such a task, or preempted: not preempted in this round
-        self.option_touched: set[int] = set()  # ids of jobs whose stopping rule changed in this round: not again
-        self.batch_touched: set[int] = set()  # ids of jobs whose sub-batch changed in this round: not again
+        self._record = RoundRecord()  # the simulator's round record (core/rounds.py), from reset() on
         self._sim: "Simulator | None" = None  # the simulator of the last build (the GPU rule of action())
         self._preempt_ok = False
         self._round = 0  # rounds so far (keys the per-round cache of movable tasks)
@@ -201,14 +199,31 @@ class Window(SlotAndSubBatchColumns):
         self._round = -1
         self.new_round(sim)
 
+    # the round rule's record, kept by the simulator (core/rounds.py): read, never written here
+    @property
+    def touched(self) -> set[int]:
+        """Ids of the tasks placed, moved or requeued in this round (every task of a preempted job)."""
+        return self._record.moved_tasks
+
+    @property
+    def touched_jobs(self) -> set:
+        """Jobs with such a task, or preempted, in this round: not preempted again in it."""
+        return self._record.moved_jobs
+
+    @property
+    def option_touched(self) -> set[int]:
+        """Ids of the jobs whose stopping rule changed in this round."""
+        return self._record.option_jobs
+
+    @property
+    def batch_touched(self) -> set[int]:
+        """Ids of the jobs whose sub-batch changed in this round."""
+        return self._record.batch_jobs
+
     def new_round(self, sim: "Simulator") -> None:
-        """A new decision round: every task may be moved again, every job's rule changed again. A job's rule
-        changes by a command (recorded by :meth:`touch`) or, between rounds, by a controller (MLF-C): it is
-        read again here."""
-        self.touched.clear()
-        self.touched_jobs.clear()
-        self.option_touched.clear()
-        self.batch_touched.clear()
+        """A new decision round (the simulator has cleared its round record). A job's rule changes by a command
+        (recorded by :meth:`touch`) or, between rounds, by a controller (MLF-C): it is read again here."""
+        self._record = sim.round
         self._option_jobs.clear()
         self._round += 1
         cur, jidx = self._cur, self._jidx
@@ -216,30 +231,19 @@ class Window(SlotAndSubBatchColumns):
             cur[jidx[job]] = _OPTION_INDEX[job.stop_option]
 
     def touch(self, sim: "Simulator", cmd: Command) -> None:
-        """Record an executed command: its task (for a preemption, every task of the job) is not offered for
-        another move in this round, nor its job for a preemption; after a stop-option change the job's rule
-        is not offered for another change in this round."""
+        """Update the window's caches after an executed command (the round rule's record is the simulator's,
+        :mod:`clustergym.core.rounds`): a job's current stop option, a sub-batch's GPU memory demand."""
         if cmd.kind == "stop-option":
             job = sim.job_by_id[cmd.jid]
             j = self._jidx[job]
-            self.option_touched.add(cmd.jid)
             self._option_jobs.add(job)
             self._changed[j] = self._round
             self._cur[j] = _OPTION_INDEX[job.stop_option]
             return
         if cmd.kind == "sub-batch":  # the job's tasks now need the sub-batch's GPU memory
-            self.batch_touched.add(cmd.jid)
             for t in sim.job_by_id[cmd.jid].tasks:
                 if not t.is_ps:
                     self._demand[t.tid, 0] = t.t.gpu_memory_gb
-            return
-        if cmd.kind == "preempt":
-            job = sim.job_by_id[cmd.jid]
-            self.touched.update(t.tid for t in job.tasks)
-            self.touched_jobs.add(job)
-            return
-        self.touched.add(cmd.tid)
-        self.touched_jobs.add(sim.tasks[cmd.tid].job)
 
     @property
     def destinations(self) -> list[int]:

@@ -70,7 +70,8 @@ CASES: tuple[tuple[str, str, dict, str, int], ...] = (
     ("mlfs2474-random-9", BIG, {"window_jobs": 60, "window_size": 8, "n_destinations": 8}, "random", 9),
     ("mlfs2474-greedy-10", BIG, {"window_jobs": 60}, "greedy", 10),
     ("mlfs2474-mlfh-11", BIG, {"window_jobs": 40, "window_size": 8, "n_destinations": 8}, "mlf-h", 11),
-    # -v2's row rule (a migrating job's running row): random and MLF-H on the default, UniSched, which preempts
+    # -v2's row rules (a migrating job's running row, preemption with nothing waiting): random and MLF-H on the
+    # default, UniSched, which preempts
     ("v2-default-random-0", DEFAULT_V2, {}, "random", 0),
     ("v2-default-mlfh-3", DEFAULT_V2, {"window_jobs": 30}, "mlf-h", 3),
     ("v2-hetero-random-5", HETERO_V2, {}, "random", 5),

@@ -67,7 +67,7 @@ def test_adapter_takes_next_preference_when_first_is_masked():
     assert agent.predict(obs, action_masks=none)[0] == u.end_round_action
 
 
-def test_record_taken_replaces_the_policys_own_choice():
+def test_what_the_policy_counts_as_done_is_what_the_env_executed():
     # several tasks of one job; no stop-option columns, so MLF-H's first action is a placement (not OptStop)
     env = gym.make(DEFAULT, invalid_action="raise", window_jobs=8, rows_per_job=4, stop_option_actions=False)
     obs, _ = env.reset(seed=1)
@@ -82,19 +82,18 @@ def test_record_taken_replaces_the_policys_own_choice():
     agent = baselines.make("mlf-h", env)
     a = int(agent.predict(obs)[0])
     assert u.window.command(a).kind == "place"
-    assert agent.predict(obs)[0] != a  # its own choice counts as done in this round: not offered twice
-    fresh = baselines.make("mlf-h", env)
-    assert fresh.predict(obs)[0] == a
-    fresh.record_taken(u.end_round_action)  # nothing was done after all: the same state gets the same choice
-    assert fresh.predict(obs)[0] == a
-    fresh.record_taken(int(np.flatnonzero(~u.action_masks())[0]))  # a masked-out action is a no-op: likewise
-    assert fresh.predict(obs)[0] == a
-    # another task was placed instead: the policy's choice stays open, the other task counts as done
+    assert agent.predict(obs)[0] == a  # nothing was executed: the same state gets the same choice
+    agent.record_taken(u.end_round_action)  # told of an action that is not a command: likewise
+    assert agent.predict(obs)[0] == a
+    # another task was placed instead (the learner acted, DAgger): the policy reads it from the simulator's
+    # round record, and its own choice stays open
     other = next(b for b in places if u.window.command(b).tid != u.window.command(a).tid)
     taken = u.window.command(other)
-    fresh.record_taken(other)
-    fresh.predict(obs)  # (the state did not change: the policy is only told, at its next predict)
-    assert fresh.policy._touched == {taken.tid}
+    agent.record_taken(other)
+    obs, *_ = env.step(other)
+    assert u._round_actions  # the round goes on
+    assert agent.policy._touched == {taken.tid} == u.sim.round.moved_tasks
+    assert u.window.command(int(agent.predict(obs)[0])).tid != taken.tid
 
 
 @pytest.mark.slow

@@ -29,8 +29,10 @@ def test_stop_option_moves_only_to_cheaper_options_the_user_allowed():
     execute(sim, cheaper)
     j0 = sim.job(0)
     assert j0.stop_option == "requirement" and j0.target_iters == j0.target_for("requirement")
-    # the user's own option can always be given back
-    assert command_error(sim, Command("stop-option", jid=0, option="opt-stop")) is None
+    # the user's own option can always be given back, in a later round (the round rule: once per round)
+    back = Command("stop-option", jid=0, option="opt-stop")
+    assert "already changed in this round" in command_error(sim, back)
+    assert sim.next_decision() and command_error(sim, back) is None
     with pytest.raises(InvalidCommand, match="not cheaper"):
         sim.set_stop_option(0, "run-all")
 

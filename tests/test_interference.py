@@ -135,8 +135,10 @@ def test_sub_batch_command_changes_memory_and_time():
     execute(sim, Command("sub-batch", jid=0, steps=4))
     assert sim.task(0).t.gpu_memory_gb == pytest.approx(0.3 + static + (4.0 - static) / 4)
     execute(sim, Command("place", 0, 0))
-    with pytest.raises(InvalidCommand, match="no placed task"):
-        execute(sim, Command("sub-batch", jid=0, steps=2))
+    again = Command("sub-batch", jid=0, steps=2)
+    assert "no placed task" in command_error(sim, again)  # the simulator's reason first, then the round rule's
+    with pytest.raises(InvalidCommand, match="already changed in this round"):
+        execute(sim, again)
     while sim.next_decision():
         pass
     assert sim.job_records()[0]["end"] == pytest.approx(17.5)

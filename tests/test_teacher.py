@@ -29,9 +29,10 @@ def _round(sim, pol, view) -> list[Command]:
 
 
 def test_mlfc_as_actions_moves_and_restores_like_the_controller():
-    """Three one-GPU jobs on one GPU: after the round's placements two wait (overload), so the changeable
-    job goes to "requirement" through a stop-option command, the one its user locked does not; once nothing
-    waits, it is restored to OptStop (MLFS's option) the same way. No controller is attached."""
+    """Three one-GPU jobs on one GPU: the first round puts the changeable jobs on OptStop (MLFS's option) and
+    places one job; two wait (overload), so in the next round the changeable job goes to "requirement" through
+    a stop-option command (one change per job and round: the round rule), the one its user locked does not;
+    once nothing waits, it is restored to OptStop the same way. No controller is attached."""
     specs = [helpers.job(0, iters=100, acc_req=0.5, stop="run-all"),
              helpers.job(1, iters=100, acc_req=0.5, stop="run-all", stop_changeable=False),
              helpers.job(2, iters=100, acc_req=0.5)]
@@ -44,12 +45,16 @@ def test_mlfc_as_actions_moves_and_restores_like_the_controller():
     taken = _round(sim, pol, view)
     j0, j1, _ = sim.jobs
     assert sim.queue and view.cluster_overloaded()
+    assert taken[0] == Command("stop-option", jid=j0.jid, option="opt-stop")
+    assert [c.kind for c in taken].count("place") == 1
+    assert not any(c.option == "requirement" for c in taken)  # j0's rule already changed in this round
+    sim.round.clear()  # the next round at the same state (no time passes, so the overload stays)
+    taken = _round(sim, pol, view)
     assert Command("stop-option", jid=j0.jid, option="requirement") in taken
-    assert taken.index(Command("stop-option", jid=j0.jid, option="requirement")) > max(
-        i for i, c in enumerate(taken) if c.kind == "place")  # load control after the round's placements
     assert j0.stop_option == "requirement" and j0.target_iters == 50 and pol.control.moved(j0.jid)
     assert j1.stop_option == "run-all"
     sim.queue.clear()  # the overload is gone
+    sim.round.clear()
     assert not view.cluster_overloaded()
     moved = [c.jid for c in taken if c.kind == "stop-option" and c.option == "requirement"]
     assert _round(sim, pol, view) == [Command("stop-option", jid=j, option="opt-stop") for j in moved]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .accumulation import set_steps, set_steps_error
-from .job import TaskState
+from .job import InvalidCommand, TaskState
 
 if TYPE_CHECKING:
     from .engine import Simulator
@@ -36,7 +36,13 @@ class Command:
 
 
 def command_error(sim: "Simulator", cmd: Command) -> str | None:
-    """Why ``sim`` would refuse ``cmd`` now, or None if it would accept it."""
+    """Why ``sim`` would refuse ``cmd`` now, or None if it would accept it: the simulator's own reason first,
+    then the round rule's (:mod:`clustergym.core.rounds`)."""
+    return _state_error(sim, cmd) or sim.round.error(sim, cmd)
+
+
+def _state_error(sim: "Simulator", cmd: Command) -> str | None:
+    """Why the simulator's state refuses ``cmd`` (the round rule aside), or None."""
     if cmd.kind == "stop-option":
         return sim.stop_option_error(cmd.jid, cmd.option)
     if cmd.kind == "sub-batch":
@@ -70,7 +76,11 @@ def command_error(sim: "Simulator", cmd: Command) -> str | None:
 
 
 def execute(sim: "Simulator", cmd: Command) -> None:
-    """Apply ``cmd`` (the simulator raises InvalidCommand if it refuses it)."""
+    """Apply ``cmd`` and record it in the round (``sim.round``). Raises InvalidCommand if the round rule
+    (:mod:`clustergym.core.rounds`) or the simulator refuses it."""
+    why = sim.round.error(sim, cmd)
+    if why:
+        raise InvalidCommand(why)
     if cmd.kind == "place":
         sim.place(cmd.tid, cmd.server, cmd.gpu)
     elif cmd.kind == "migrate":
@@ -85,3 +95,4 @@ def execute(sim: "Simulator", cmd: Command) -> None:
         set_steps(sim.job(cmd.jid), cmd.steps)  # InvalidCommand for an unknown job or a refused count
     else:
         raise ValueError(f"unknown command kind {cmd.kind!r}; known: {COMMAND_KINDS}")
+    sim.round.record(sim, cmd)

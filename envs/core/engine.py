@@ -34,6 +34,7 @@ from .nas import NasControl
 from .progress import (advance, cancel_completion, completion_time, on_attach, on_detach, refresh_rate,
                        start as start_progress, stop as stop_progress)
 from .resources import Changes, Resources
+from .rounds import RoundRecord
 from .stall import StallWarning, StallWatch  # noqa: F401  (StallWarning: part of the engine API)
 from .state import ClusterState
 from .timeline import make_timeline
@@ -99,6 +100,7 @@ class Simulator:
         self._tick_at = math.inf  # earliest pending tick
         self._last_tick = -math.inf  # time of the last tick processed
         self.decisions = DecisionPoints(self.config)  # when to ask the policy (core/decisions.py)
+        self.round = RoundRecord()  # what this decision round's commands touched (core/rounds.py)
         self._usage_pending: set[Job] = set()  # jobs with a resource-use change scheduled
         self._gang_token: dict[int, int] = {}  # the pending gang timeout of each partly placed job
         self._gang_seq = 0  # gang timeout tokens are unique: a stale timeout never matches a later one
@@ -312,6 +314,7 @@ class Simulator:
                 self._last_tick = t
                 if self.decisions.possible(self):
                     self.decision_count += 1
+                    self.round.clear()
                     if self.config.record_series:
                         self.metrics.record_series(self.now, len(self.queue), len(self.active_jobs), self.cluster)
                     return True

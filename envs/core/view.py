@@ -77,6 +77,12 @@ class ClusterView:
         """Decision points reached so far (a decision round is one (decisions, now) pair)."""
         return self._sim.decision_count
 
+    @property
+    def round_moved_tasks(self) -> set[int]:
+        """Ids of the tasks placed, moved or requeued in this decision round (every task of a preempted job):
+        the round rule (:mod:`clustergym.core.rounds`) forbids moving them again in it. Read only."""
+        return self._sim.round.moved_tasks
+
     def ready_tasks(self) -> list[Task]:
         """Waiting tasks whose DAG parents all hold slots, in queue order."""
         return self._sim.ready_tasks()
