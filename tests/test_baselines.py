@@ -488,6 +488,29 @@ def test_hlas_reschedule_moves_a_job_off_a_slow_gpu():
         del helpers.MODELS["toy-big"]
 
 
+def test_hlas_reschedule_needs_another_server_not_only_another_split_of_its_own():
+    # AlexNet as 4 partitions x 4 replicas on one 4-GPU server: the EFT split of its 16 tasks over the 4 GPUs
+    # (0.028 s a round) beats the simulator's least-loaded GPU choice (0.045 s), but the policy places on
+    # servers, so preempting it would only place it the same way again: no rescheduling (it used to be
+    # preempted and placed back every round)
+    from clustergym.baselines.hare_plan import Occupancy, current_round_time
+    from clustergym.core.catalogue_data import get_model
+
+    sim = Simulator(helpers.cluster(1, gpus=4), [helpers.job(0, model="AlexNet", P=4, R=4, iters=10**6)],
+                    models=get_model)
+    pol, view = HLAS(), V(sim)
+    assert sim.next_decision()
+    while (cmd := pol.decide(view)) is not None:
+        pol.observe(view, cmd)
+        execute(sim, cmd)
+    assert sim.next_decision()
+    job = sim.job(0)
+    plan = pol.plan(view, Occupancy(view), job, unplaced=True)
+    assert job.fully_placed and set(plan.servers) == {0}
+    assert plan.round_time < 0.9 * current_round_time(view, job)  # the gain test alone would preempt
+    assert pol.decide(view) is None
+
+
 def test_hlas_demoted_job_yields_to_a_new_one():
     # queue levels matter: a job past the first threshold (600 s of average-group time) is preempted for a new
     # job in Q_1; with one queue (FIFO) the new job waits

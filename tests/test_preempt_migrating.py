@@ -204,11 +204,11 @@ def test_core_level_round_rule_matches_the_window_no_preemption_of_a_job_placed_
 def test_hlas_through_the_env_is_its_core_run_with_preemption_while_nothing_waits(empty_queue, same):
     # HLAS's rescheduling preempts a job to place it again on GPUs where its round ends sooner, also with the
     # queue empty (at an overload decision point); without -v2's preempt_empty_queue the runs part (50-job
-    # held-out window 20004; every running job shown, as for Tiresias below)
+    # held-out window 20002; every running job shown, as for Tiresias below)
     env = gym.make(V2, split="test", window_jobs=50, running_rows=None, max_steps=None,
                    preempt_empty_queue=empty_queue)
     u = env.unwrapped
-    rollout(env, predictor("hlas", env), 20004)
+    rollout(env, predictor("hlas", env), 20002)
     sim = Simulator(u._cluster, [j.spec for j in u.sim.jobs], u.sim_config, seed=u.episode["sim_seed"],
                     models=u._models)
     run(sim, baselines.make("hlas"))
