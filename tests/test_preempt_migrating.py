@@ -19,25 +19,36 @@ V1, V2 = "clustergym/GPUCluster-v1", "clustergym/GPUCluster-v2"
 HOT = dict(window_jobs=30, migrate_rows=None, sim={"overload_threshold": 0.05})
 
 
-def _first_dual_state(env_id: str, seed: int = 0, steps: int = 600):
-    """Step FIFO-like (first valid placement) until some fully placed running job has migration rows while
-    tasks wait; returns (env, that job) or (env, None)."""
-    env = gym.make(env_id, **HOT)
+def _step_until(env, found, steps: int):
+    """Step FIFO-like (first valid placement, else end the round) until ``found(u)`` returns something; returns it,
+    or None."""
     u = env.unwrapped
-    env.reset(seed=seed)
     for _ in range(steps):
-        w = u.window
-        migrating = {t.job for t, k in zip(w.tasks, w.kinds) if k == "migrate"}
-        job = next((j for j in migrating if j.n_placed == len(j.tasks) and j not in w.touched_jobs), None)
-        if job is not None and u.sim.queue:
-            return env, job
-        mask = u.action_masks()
+        hit = found(u)
+        if hit is not None:
+            return hit
+        w, mask = u.window, u.action_masks()
         place = [r for r, k in enumerate(w.kinds) if k == "place"]
         a = next((w.encode(r, c) for r in place for c in range(u.K) if mask[w.encode(r, c)]), u.end_round_action)
         _, _, term, trunc, _ = env.step(a)
         if term or trunc:
-            break
-    return env, None
+            return None
+    return None
+
+
+def _first_dual_state(env_id: str, seed: int = 0, steps: int = 600):
+    """Until some fully placed running job has migration rows while tasks wait; returns (env, that job) or
+    (env, None)."""
+    env = gym.make(env_id, **HOT)
+    env.reset(seed=seed)
+
+    def dual(u):
+        w = u.window
+        migrating = {t.job for t, k in zip(w.tasks, w.kinds) if k == "migrate"}
+        job = next((j for j in migrating if j.n_placed == len(j.tasks) and j not in w.touched_jobs), None)
+        return job if job is not None and u.sim.queue else None
+
+    return env, _step_until(env, dual, steps)
 
 
 def test_v1_rows_leave_a_migrating_job_without_its_preemption():
@@ -82,24 +93,17 @@ def test_v2_changes_only_the_row_rules():
 
 
 def _first_empty_queue_state(env_id: str, seed: int = 0, steps: int = 3000):
-    """Step FIFO-like (first valid placement) until the env stops at a decision point with no task waiting and
-    a fully placed running job shown that was not moved in this round; returns (env, its running-job row) or
-    (env, None)."""
+    """Until the env stops at a decision point with no task waiting and a fully placed running job shown that was
+    not moved in this round; returns (env, its running-job row) or (env, None)."""
     env = gym.make(env_id, window_jobs=30)
-    u = env.unwrapped
     env.reset(seed=seed)
-    for _ in range(steps):
+
+    def idle_queue_row(u):
         w = u.window
         running = [r for r, k in enumerate(w.kinds) if k == "running" and w.tasks[r].job not in w.touched_jobs]
-        if not u.sim.queue and running:
-            return env, running[0]
-        mask = u.action_masks()
-        place = [r for r, k in enumerate(w.kinds) if k == "place"]
-        a = next((w.encode(r, c) for r in place for c in range(u.K) if mask[w.encode(r, c)]), u.end_round_action)
-        _, _, term, trunc, _ = env.step(a)
-        if term or trunc:
-            break
-    return env, None
+        return running[0] if running and not u.sim.queue else None
+
+    return env, _step_until(env, idle_queue_row, steps)
 
 
 @pytest.mark.parametrize("env_id", [V1, V2])
