@@ -362,8 +362,9 @@ class Window(SlotAndSubBatchColumns):
             option = STOP_OPTIONS[col - D - 1]
             if kind == "running" and task.job in self._dual_jobs:
                 return f"{head}: job {jid}'s stop options are on its migration row {self._rows()[2][jid]}"
-            if jid in self.option_touched:
-                return f"{head}: job {jid}'s stopping rule was already changed in this round"
+            once = self._record.error(sim, Command("stop-option", jid=jid, option=option))  # the round rule
+            if once:
+                return f"{head}: {once}"
             reason = sim.stop_option_error(jid, option) if sim is not None else None
             return f"{head}: stop option {option!r}: {reason or 'not allowed by the mask'}"
         if col == D:
@@ -372,8 +373,9 @@ class Window(SlotAndSubBatchColumns):
             if kind == "running":
                 if not self.preemption:
                     return f"{head}: preemption is off (EnvConfig.preemption)"
-                if task.job in self.touched_jobs:
-                    return f"{head}: a task of job {jid} was placed or moved in this round"
+                moved = self._record.error(sim or self._sim, Command("preempt", jid=jid))  # the round rule
+                if moved:
+                    return f"{head}: {moved}"
                 held = sim.leases.suspend_error(task.job) if sim is not None else None
                 if held:
                     return f"{head}: {held}"

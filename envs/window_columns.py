@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .core.accumulation import power_of_two, set_steps_error
+from .core.commands import Command
 from .core.resources import fits
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def sub_batch_column(steps: object, n_sub: int) -> int | None:
 class SlotAndSubBatchColumns:
     """The GPU-slot and sub-batch parts of :class:`~clustergym.window.Window` (its state: ``G``, ``K``, ``D``,
     ``n_sub``, ``dest``, ``k``, ``_first_gpu``, ``_n_gpus``, ``_demand``, ``_mask2``, ``_mask_move``,
-    ``_mask_sub``, ``_row_tids``, ``_bits``, ``batch_touched``, ``_sim``)."""
+    ``_mask_sub``, ``_row_tids``, ``_bits``, ``batch_touched``, ``_record``, ``_sim``)."""
 
     def _destination(self, task: "Task", col: int) -> tuple[int, int | None]:
         """(server, GPU) of destination column ``col`` for ``task``: GPU None without GPU slots and for a
@@ -72,8 +73,9 @@ class SlotAndSubBatchColumns:
         """Why ``job`` may not change to ``steps`` sub-batches now (the sub-batch columns' mask rule)."""
         if kind != "place":
             return f"sub-batch {steps}: only a waiting job's row changes its sub-batch"
-        if job.jid in self.batch_touched:
-            return f"sub-batch {steps}: job {job.jid}'s sub-batch was already changed in this round"
+        once = self._record.error(self._sim, Command("sub-batch", jid=job.jid, steps=steps))  # the round rule
+        if once:
+            return f"sub-batch {steps}: {once}"
         return f"sub-batch {steps}: {set_steps_error(job, steps) or 'not allowed by the mask'}"
 
     def _sub_bits(self, job: "Job") -> int:
