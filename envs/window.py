@@ -191,7 +191,6 @@ class Window(SlotAndSubBatchColumns):
         self._changed = np.full(n, -1, np.int64)
         self._missing = np.empty(self.W, np.int64)
         self._codes: dict = {}  # Job -> (its rule, stop code): the running rows' Python-side lookup
-        self._option_jobs: set = set()  # the Jobs of option_touched
         self._drawn: tuple = (None, set())  # the last overflow draw of running rows: (key, Jobs drawn)
         self._row_tids = np.empty(0, np.int64)
         self._movable: list[tuple[int, int, list]] = [(-1, -1, [])] * S
@@ -199,32 +198,10 @@ class Window(SlotAndSubBatchColumns):
         self._round = -1
         self.new_round(sim)
 
-    # the round rule's record, kept by the simulator (core/rounds.py): read, never written here
-    @property
-    def touched(self) -> set[int]:
-        """Ids of the tasks placed, moved or requeued in this round (every task of a preempted job)."""
-        return self._record.moved_tasks
-
-    @property
-    def touched_jobs(self) -> set:
-        """Jobs with such a task, or preempted, in this round: not preempted again in it."""
-        return self._record.moved_jobs
-
-    @property
-    def option_touched(self) -> set[int]:
-        """Ids of the jobs whose stopping rule changed in this round."""
-        return self._record.option_jobs
-
-    @property
-    def batch_touched(self) -> set[int]:
-        """Ids of the jobs whose sub-batch changed in this round."""
-        return self._record.batch_jobs
-
     def new_round(self, sim: "Simulator") -> None:
         """A new decision round (the simulator has cleared its round record). A job's rule changes by a command
         (recorded by :meth:`touch`) or, between rounds, by a controller (MLF-C): it is read again here."""
         self._record = sim.round
-        self._option_jobs.clear()
         self._round += 1
         cur, jidx = self._cur, self._jidx
         for job in sim.active_jobs.values():
@@ -236,7 +213,6 @@ class Window(SlotAndSubBatchColumns):
         if cmd.kind == "stop-option":
             job = sim.job_by_id[cmd.jid]
             j = self._jidx[job]
-            self._option_jobs.add(job)
             self._changed[j] = self._round
             self._cur[j] = _OPTION_INDEX[job.stop_option]
             return
@@ -428,7 +404,7 @@ class Window(SlotAndSubBatchColumns):
             if rows:
                 n_rows, n_place = self._fill(sim, rows, n_mig, n_over, tasks, kinds)
                 if n_mig > n_over:  # running-job rows: "back to the queue" preempts, if allowed
-                    pre, touched = self._preempt_ok, self.touched_jobs
+                    pre, touched = self._preempt_ok, self._record.moved_jobs
                     held = sim.leases.suspend_error  # a job whose lease still runs cannot be suspended
                     self._mask_move[n_over:n_mig, self.K] = [pre and t.job not in touched and held(t.job) is None
                                                              for t in tasks[n_over:n_mig]]
@@ -457,7 +433,7 @@ class Window(SlotAndSubBatchColumns):
     def _stop_code(self, sim: "Simulator", job: "Job") -> int:
         """The stop options ``job`` may move to now, as bits: none after a change in this round. The bits of a
         (job, current rule) pair do not change while the job is active, so they are kept per job and rule."""
-        if job in self._option_jobs:
+        if job.jid in self._record.option_jobs:
             return 0
         hit = self._codes.get(job)
         if hit is None or hit[0] != job.stop_option:
@@ -482,7 +458,7 @@ class Window(SlotAndSubBatchColumns):
         rows: list = []
         cap = self.migrate_cap
         c = sim.cluster
-        version, movable, rnd, touched = c.server_version, self._movable, self._round, self.touched
+        version, movable, rnd, touched = c.server_version, self._movable, self._round, self._record.moved_tasks
         for s in c.overloaded.nonzero()[0].tolist():
             # cached per (server's task-set version, round): a task joins `touched` only by a command that
             # attaches it to or detaches it from a server, which bumps that server's version
@@ -504,7 +480,7 @@ class Window(SlotAndSubBatchColumns):
         if room <= 0:
             return 0
         seen = {t.job for t in rows} if rows else ()
-        touched, stop, code, held = self.touched_jobs, self.n_stop, self._stop_code, sim.leases.suspend_error
+        touched, stop, code, held = self._record.moved_jobs, self.n_stop, self._stop_code, sim.leases.suspend_error
         if self.preempt_migrating and pre and seen:  # those it may preempt are candidates like any other
             self._dual_jobs = {j for j in seen
                                if j.n_placed == len(j.tasks) and j not in touched and held(j) is None}

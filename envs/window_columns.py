@@ -29,7 +29,7 @@ def sub_batch_column(steps: object, n_sub: int) -> int | None:
 class SlotAndSubBatchColumns:
     """The GPU-slot and sub-batch parts of :class:`~clustergym.window.Window` (its state: ``G``, ``K``, ``D``,
     ``n_sub``, ``dest``, ``k``, ``_first_gpu``, ``_n_gpus``, ``_demand``, ``_mask2``, ``_mask_move``,
-    ``_mask_sub``, ``_row_tids``, ``_bits``, ``batch_touched``, ``_record``, ``_sim``)."""
+    ``_mask_sub``, ``_row_tids``, ``_bits``, ``_record`` (the simulator's round record), ``_sim``)."""
 
     def _destination(self, task: "Task", col: int) -> tuple[int, int | None]:
         """(server, GPU) of destination column ``col`` for ``task``: GPU None without GPU slots and for a
@@ -83,7 +83,7 @@ class SlotAndSubBatchColumns:
         once a task is placed or after a change in this round. Kept for the current build."""
         bits = self._bits.get(job)
         if bits is None:
-            bits = self._bits[job] = 0 if job.n_placed or job.jid in self.batch_touched else sum(
+            bits = self._bits[job] = 0 if job.n_placed or job.jid in self._record.batch_jobs else sum(
                 1 << i for i in range(self.n_sub) if set_steps_error(job, 1 << i) is None)
         return bits
 

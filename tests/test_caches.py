@@ -134,7 +134,8 @@ def check_env(u, obs) -> None:
     assert u.sim.task_server.tolist() == [t.server if t.state == TaskState.RUNNING else -1 for t in u.sim.tasks]
     # migration rows: tasks on overloaded servers (server order, then task id) not moved in this round
     movable = [t for s in np.flatnonzero(u.sim.cluster.overloaded)
-               for t in sorted(u.sim.cluster.server_tasks[s], key=lambda t: t.tid) if t.tid not in u.window.touched]
+               for t in sorted(u.sim.cluster.server_tasks[s], key=lambda t: t.tid)
+               if t.tid not in u.sim.round.moved_tasks]
     n_mig = u.window.kinds.count("migrate")
     assert u.window.tasks[:n_mig] == movable[:n_mig]
     assert n_mig == min(len(movable), u.W if u.config.migrate_rows is None else u.config.migrate_rows) or u._done

@@ -124,11 +124,11 @@ def _check_mask_against_core(u):
         assert not on_other_row or w.preempt_migrating
         for o, option in enumerate(STOP_OPTIONS):  # the stop options: the simulator's rule, once per round
             assert m2[r, u.K + 1 + o] == (sim.stop_option_error(jid, option) is None
-                                           and jid not in w.option_touched and not on_other_row), (r, option)
+                                           and jid not in sim.round.option_jobs and not on_other_row), (r, option)
         if kind == "running":  # a fully placed job: preemption while tasks wait, nothing else
             assert t.job.fully_placed and not m2[r, :u.K].any()
             waiting_ok = w.preempt_empty_queue or bool(sim.queue)  # -v2: also while nothing waits
-            assert m2[r, u.K] == (w.preemption and waiting_ok and t.job not in w.touched_jobs
+            assert m2[r, u.K] == (w.preemption and waiting_ok and t.job not in sim.round.moved_jobs
                                   and sim.leases.suspend_error(t.job) is None)  # a running lease holds it
             assert m2[r].any()
             continue

@@ -45,7 +45,7 @@ def _first_dual_state(env_id: str, seed: int = 0, steps: int = 600):
     def dual(u):
         w = u.window
         migrating = {t.job for t, k in zip(w.tasks, w.kinds) if k == "migrate"}
-        job = next((j for j in migrating if j.n_placed == len(j.tasks) and j not in w.touched_jobs), None)
+        job = next((j for j in migrating if j.n_placed == len(j.tasks) and j not in u.sim.round.moved_jobs), None)
         return job if job is not None and u.sim.queue else None
 
     return env, _step_until(env, dual, steps)
@@ -100,7 +100,7 @@ def _first_empty_queue_state(env_id: str, seed: int = 0, steps: int = 3000):
 
     def idle_queue_row(u):
         w = u.window
-        running = [r for r, k in enumerate(w.kinds) if k == "running" and w.tasks[r].job not in w.touched_jobs]
+        running = [r for r, k in enumerate(w.kinds) if k == "running" and w.tasks[r].job not in u.sim.round.moved_jobs]
         return running[0] if running and not u.sim.queue else None
 
     return env, _step_until(env, idle_queue_row, steps)
