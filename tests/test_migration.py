@@ -108,13 +108,15 @@ def test_no_move_before_the_overload_has_lasted():
 
 @pytest.mark.slow  # three 150-job runs: ~40 s
 def test_on_a_contended_window_migration_no_longer_costs_jct():
-    # 150 generator jobs at offered load 2 on mlfs-80 (workload 3, simulator seed 3): the paper-literal
-    # migration (every overloaded server, at once) made mean JCT 29 % worse than no migration; with the
-    # persistence and relief rules MLF-H moves a third as often and its mean JCT is below no migration's
+    # 150 generator jobs at offered load 2 on mlfs-80 (workload 4, simulator seed 4): the paper-literal
+    # migration (every overloaded server, at once) makes mean JCT 47 % worse than no migration (24,438 vs
+    # 16,600 s, 180 moves); with the persistence and relief rules MLF-H moves 28 times and its mean JCT is
+    # 11,123 s. Same numbers natively on AVX-512 and under the AVX2 float settings. Not every window gains:
+    # docs/baselines.md lists the two of six where the default loses to no migration.
     cl = cluster_preset("mlfs-80")
 
     def mean_jct(**params):
-        sim = Simulator(cl, generate(150, 3, cl.n_gpus, load=2.0, cluster=cl), SimConfig(), seed=3)
+        sim = Simulator(cl, generate(150, 4, cl.n_gpus, load=2.0, cluster=cl), SimConfig(), seed=4)
         s = run(sim, baselines.make("mlf-h", **params))
         return s["mean_jct"], s["migrations"]
 
