@@ -497,16 +497,17 @@ class Policy:
         job's ready tasks in DAG order; servers by ``order_fn(view, task, mask)`` through
         :func:`keep_ps_with_workers`. Without ``backfill`` the first job of the whole queue (candidate or
         not) that does not fit blocks everything behind it."""
+        touched = self._touched
         by_job: dict[int, list[Task]] = {}
         for t in cands.place:
-            if t.tid not in self._touched:
+            if t.tid not in touched:
                 by_job.setdefault(t.job.jid, []).append(t)
         jobs = [view.job(j) for j in by_job]
         if not backfill:
             # the head of the whole queue blocks, shown or not: the env's window shows only the jobs whose next
-            # task fits a destination now, and a job that does not fit is exactly the one that must block
-            jobs += {t.job.jid: t.job for t in view.ready_tasks()
-                     if t.job.jid not in by_job and t.tid not in self._touched}.values()
+            # task fits a destination now, and a job that does not fit is exactly the one that must block (a set:
+            # the sort below is a total order)
+            jobs += [j for j in {t.job for t in view.ready_tasks() if t.tid not in touched} if j.jid not in by_job]
         jobs.sort(key=lambda j: (j.n_placed == 0, job_key(j), j.jid))
         for job in jobs:
             if job.jid not in by_job or not self.fits(view, job, mode, cands.servers):

@@ -230,6 +230,8 @@ def check_invariants(sim):
     running = [t for t in sim.tasks if t.state == TaskState.RUNNING]
     assert sorted(t.tid for t in on_gpu) == sorted(t.tid for t in running if not t.is_ps)
     assert all(t.server < 0 and t.gpu < 0 for t in sim.tasks if t.state != TaskState.RUNNING)
+    # the ready queue kept by state changes (core/ready.py) is the readiness test of every waiting task
+    assert sim.ready_tasks() == [t for t in sim.queue.values() if t.is_ready()]
 
 
 def mixed_specs(n=30, seed=1):
@@ -318,3 +320,24 @@ def test_nic_overload_ends_with_the_traffic_that_caused_it():
         pass
     assert sim.job_records()[0]["state"] == "FINISHED"
     assert not c.overloaded.any() and sim.n_overloaded == 0 and (c.net_mbps == 0).all()
+
+
+def test_ready_queue_follows_placements_requeues_and_stops():
+    # core/ready.py keeps the ready tasks as states change; each step equals the readiness test of the queue
+    sim = sim_of([job(0, P=4, R=2, sync="ps"), job(1, P=2)], n_servers=4)
+    assert sim.next_decision()
+
+    def scan():
+        return [t for t in sim.queue.values() if t.is_ready()]
+
+    ready = sim.ready_tasks()
+    assert ready == scan() and 0 < len(ready) < len(sim.queue)  # some tasks wait for their DAG parents
+    root = next(t for t in ready if t.job.jid == 0 and t.t.children)
+    sim.place(root.tid, int(np.flatnonzero(sim.feasible_servers(root))[0]))
+    after = sim.ready_tasks()
+    assert after == scan() and root not in after
+    assert {root.job.tasks[c] for c in root.t.children} & set(after)  # a child joined, at its queue place
+    sim.requeue(root.tid)  # back at the end of the queue; its children wait for it again
+    assert sim.ready_tasks() == scan() and sim.ready_tasks()[-1] is root
+    sim.stop(0)  # a stopped job's waiting tasks leave
+    assert sim.ready_tasks() == scan() and {t.job.jid for t in sim.ready_tasks()} == {1}

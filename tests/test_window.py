@@ -54,8 +54,8 @@ def test_one_row_per_waiting_job_reaches_every_waiting_job():
 def test_round_robin_takes_each_orderings_head_in_turn():
     J = [SimpleNamespace(jid=i, spec=SimpleNamespace(submit_time=float(i), n_gpus=g, deadline=d))
          for i, (g, d) in enumerate([(4, 9.0), (4, 8.0), (1, 7.0), (2, 1.0), (2, 5.0)])]
-    key = [lambda j, now: j.spec.submit_time, lambda j, now: (j.spec.n_gpus, j.jid),
-           lambda j, now: (j.spec.deadline, j.jid)]
+    key = [lambda now: lambda j: j.spec.submit_time, lambda now: lambda j: (j.spec.n_gpus, j.jid),
+           lambda now: lambda j: (j.spec.deadline, j.jid)]
     # turn 1: arrival -> 0, fewest GPUs -> 2, earliest deadline -> 3; turn 2: 1, 4 (2 taken), (3, 4 taken)
     assert [j.jid for j in round_robin(J, key, 0.0, 5)] == [0, 2, 3, 1, 4]
     assert [j.jid for j in round_robin(J, key, 0.0, 2)] == [0, 2]

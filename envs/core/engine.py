@@ -33,6 +33,7 @@ from .metrics import Metrics, job_records
 from .nas import NasControl
 from .progress import (advance, cancel_completion, completion_time, on_attach, on_detach, refresh_rate,
                        start as start_progress, stop as stop_progress)
+from .ready import ReadyQueue
 from .resources import Changes, Resources
 from .rounds import RoundRecord
 from .stall import StallWarning, StallWatch  # noqa: F401  (StallWarning: part of the engine API)
@@ -87,6 +88,7 @@ class Simulator:
         # per server: when its current overload began (meaningful while it is overloaded)
         self.overloaded_since = [0.0] * self.cluster.n_servers
         self.queue: dict[int, Task] = {}  # waiting tasks by tid, in queue-entry order
+        self.ready = ReadyQueue()  # the waiting tasks whose DAG parents hold slots, in queue order
         self.active_jobs: dict[int, Job] = {}
         self.metrics = Metrics(self.cluster.n_servers)
         self._on_bytes = self.metrics.add_cross_per_iter
@@ -134,7 +136,7 @@ class Simulator:
 
     def ready_tasks(self) -> list[Task]:
         """Waiting tasks whose DAG parents all hold slots, in queue order."""
-        return [t for t in self.queue.values() if t.is_ready()]
+        return self.ready.tasks()
 
     def running_tasks(self, server: int | None = None) -> list[Task]:
         if server is None:
@@ -452,9 +454,11 @@ class Simulator:
         task.state = TASK_WAITING
         task.queued_since = self.now
         self.queue[task.tid] = task
+        self.ready.entered(task)
 
     def _attach(self, task: Task, server: int, gpu: int) -> None:
         task.state = TASK_RUNNING
+        self.ready.attached(task)
         task.placed_at = self.now
         self.timeline.start(self.now, task, server, gpu)
         job = task.job
@@ -540,6 +544,7 @@ class Simulator:
                 self._detach(t)
             elif t.state == TASK_WAITING:
                 self.queue.pop(t.tid, None)
+                self.ready.left(t)
                 t.waited += self.now - t.queued_since
             t.state = TaskState.DONE
         self._absorb(self.resources.move_traffic(job, *stop_progress(job)))

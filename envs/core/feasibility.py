@@ -139,13 +139,13 @@ def _pack_apply(counts: dict, old: tuple, new: tuple) -> None:
     counts[new] = counts.get(new, 0) + 1
 
 
-def some_ready_task_fits(queue, resources) -> bool:
-    """Whether any ready task of ``queue`` (waiting tasks, DAG parents placed) fits some server now by nominal
-    demand; tasks of the same shape are tried once."""
+def some_ready_task_fits(ready, resources) -> bool:
+    """Whether any of the ``ready`` tasks (waiting, DAG parents placed: ``Simulator.ready_tasks``) fits some
+    server now by nominal demand; tasks of the same shape are tried once."""
     seen = set()
-    for t in queue:
+    for t in ready:
         key = (t.t.gpu_memory_gb, t.t.cpu_cores, t.t.memory_gb, t.is_ps)
-        if key in seen or not t.is_ready():
+        if key in seen:
             continue
         seen.add(key)
         if resources.feasible_servers(t).any():

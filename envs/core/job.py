@@ -64,6 +64,7 @@ class Task:
     queued_since: float = 0.0  # when it last entered the queue
     placed_at: float = -1.0
     waited: float = 0.0  # total time spent in the queue up to its last placement
+    queue_seq: int = -1  # queue entries before its last one (its place in the queue: core/ready.py)
 
     @property
     def is_ps(self) -> bool:
