@@ -73,6 +73,8 @@ def _fresh_venv(tmp: Path) -> Path:
 
 @pytest.mark.slow
 def test_installed_wheel_runs_every_scenario_outside_the_repository(wheel, tmp_path):
+    # 300 agent steps of each scenario: whole episodes of MLFS80-x2/x3 take minutes each and some windows run to
+    # the 30-day horizon (docs/workloads.md); what the test checks is that the installed package finds its data
     py = _fresh_venv(tmp_path)
     subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index",
                     "--quiet", str(wheel)], check=True)
@@ -87,8 +89,8 @@ def test_installed_wheel_runs_every_scenario_outside_the_repository(wheel, tmp_p
         "assert traces_dir() == home / 'traces', traces_dir()\n"
         "assert importlib.metadata.version('clustergym') == clustergym_version, importlib.metadata.version\n"
         "for env_id in SCENARIOS:\n"
-        "    (rec,) = evaluate('fifo', env_id, {'split': 'test'}, [0])\n"
-        "    assert rec['terminated'] and rec['unfinished'] == 0, (env_id, rec)\n"
+        "    (rec,) = evaluate('fifo', env_id, {'split': 'test'}, [0], max_steps=300)\n"
+        "    assert rec['agent_steps'] > 0 and (rec['terminated'] or rec['truncated']), (env_id, rec)\n"
         "    print(env_id, rec['agent_steps'])\n"
     ).replace("clustergym_version", repr(wheel.name.split("-")[1]))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CLUSTERGYM_TRACES")}
