@@ -76,6 +76,8 @@ CASES: tuple[tuple[str, str, dict, str, int], ...] = (
     ("v2-default-mlfh-3", DEFAULT_V2, {"window_jobs": 30}, "mlf-h", 3),
     ("v2-hetero-random-5", HETERO_V2, {}, "random", 5),
     ("v2-unisched-unisched-12", UNISCHED_V2, {"window_jobs": 30}, "unisched", 12),
+    # HLAS: EFT placement over GPU groups, priority preemption and round-level rescheduling through -v2's rows
+    ("v2-hetero-hlas-13", HETERO_V2, {"window_jobs": 20}, "hlas", 13),
 )
 
 
