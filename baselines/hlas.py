@@ -123,6 +123,11 @@ class HLAS(Policy):
             raise ValueError(f"HLAS reschedule_gain must be in [0, 1), got {self.reschedule_gain!r}")
         self.groups: list[list[int]] = []
         self._tbar: dict[int, float] = {}
+        # plans and the occupancy they read depend on the placement alone: kept while it is unchanged (the same
+        # simulator's view and ClusterView.placement_version), e.g. across rounds in which nothing was placed
+        self._plans: dict[tuple, Plan | None] = {}
+        self._occ: Occupancy | None = None
+        self._plans_at: tuple | None = None
 
     # -- preparation: GPU grouping (Eqs. 4-6) and the average round time T̄_n
     def new_episode(self, view: ClusterView) -> None:
@@ -160,12 +165,26 @@ class HLAS(Policy):
     def rank(self, view: ClusterView, job: Job) -> tuple:
         return (hlas_order_key(self.service(view, job), 0, self.thresholds)[0], job.spec.submit_time, job.jid)
 
-    def plan(self, view: ClusterView, occ: Occupancy, job: Job, freed: frozenset[int] = frozenset(),
+    def plan(self, view: ClusterView, job: Job, freed: frozenset[int] = frozenset(),
              unplaced: bool = False) -> Plan | None:
         """Where the job's unplaced workers go now: the group where its round ends first (a job already partly
         placed stays in its groups); all groups together if no one group holds it (Hare's partly scheduled job
         continues on the next idle group); None if the GPUs it may use cannot hold it. ``unplaced``: as if all
         its tasks were back in the queue and its GPUs free (a reschedule)."""
+        at = (view, view.placement_version)
+        if self._plans_at != at:
+            self._plans.clear()
+            self._occ = None
+            self._plans_at = at
+        key = (job.jid, freed, unplaced)
+        if key not in self._plans:
+            if self._occ is None:
+                self._occ = Occupancy(view)
+            self._plans[key] = self._eft_over_groups(view, self._occ, job, freed, unplaced)
+        return self._plans[key]
+
+    def _eft_over_groups(self, view: ClusterView, occ: Occupancy, job: Job, freed: frozenset[int],
+                         unplaced: bool) -> Plan | None:
         placed = [] if unplaced else [t for t in job.tasks if t.state == TaskState.RUNNING]
         workers = [t for t in job.tasks if t not in placed]
         mine = frozenset(t.server for t in placed)
@@ -180,13 +199,12 @@ class HLAS(Policy):
         return best
 
     def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
-        occ = Occupancy(view)
-        yield from self._placements(view, occ, cands)
+        yield from self._placements(view, cands)
         if self.reschedule and cands.can_preempt:
-            yield from self._make_room(view, occ)
-            yield from self._leave_slow_gpus(view, occ)
+            yield from self._make_room(view)
+            yield from self._leave_slow_gpus(view)
 
-    def _placements(self, view: ClusterView, occ: Occupancy, cands: Candidates) -> Iterator[Command]:
+    def _placements(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
         """Highest queue first, a partly placed job first, FIFO (Algorithm 3); each job's tasks by EFT."""
         by_job: dict[int, list[Task]] = {}
         for t in cands.place:
@@ -195,7 +213,7 @@ class HLAS(Policy):
         jobs = sorted((view.job(j) for j in by_job), key=lambda j: (j.n_placed == 0, self.rank(view, j)))
         allowed = set(cands.servers.tolist())
         for job in jobs:
-            p = self.plan(view, occ, job)
+            p = self.plan(view, job)
             if p is None:  # (the plan checks every unplaced task: HLAS's own gang guard)
                 continue
             target = dict(zip((t.tid for t in p.tasks), p.servers))
@@ -210,22 +228,22 @@ class HLAS(Policy):
         return [j for j in view.active_jobs() if j.state == JobState.ACTIVE and j.fully_placed
                 and not any(t.tid in self._touched for t in j.tasks)]
 
-    def _make_room(self, view: ClusterView, occ: Occupancy) -> Iterator[Command]:
+    def _make_room(self, view: ClusterView) -> Iterator[Command]:
         """Round-level rescheduling by priority: the best-ranked waiting job that cannot be placed now, but could
         be on the GPUs of the running jobs ranked below it, takes them: the lowest-ranked of those is preempted."""
         waiting = {t.job.jid: t.job for t in view.waiting_tasks() if t.job.n_placed == 0 and t.tid not in self._touched}
         running = self._running(view)
         for head in sorted(waiting.values(), key=lambda j: self.rank(view, j)):
-            if self.plan(view, occ, head) is not None:
+            if self.plan(view, head) is not None:
                 continue
             r = self.rank(view, head)
             lower = sorted((j for j in running if self.rank(view, j) > r), key=lambda j: self.rank(view, j))
-            if lower and self.plan(view, occ, head, frozenset(j.jid for j in lower)) is not None:
+            if lower and self.plan(view, head, frozenset(j.jid for j in lower)) is not None:
                 for victim in reversed(lower):
                     yield Command("preempt", jid=victim.jid)
             return
 
-    def _leave_slow_gpus(self, view: ClusterView, occ: Occupancy) -> Iterator[Command]:
+    def _leave_slow_gpus(self, view: ClusterView) -> Iterator[Command]:
         """Round-level rescheduling by speed: a running job whose next round would end at least
         ``reschedule_gain`` sooner on the GPUs free now (its own included) is taken off its GPUs, to be placed
         by EFT again (highest ranked first). Only a plan that puts some task on another server counts: the
@@ -236,7 +254,7 @@ class HLAS(Policy):
         default, ``GPUCluster-v2``.)"""
         for job in sorted(self._running(view), key=lambda j: self.rank(view, j)):
             now = current_round_time(view, job)
-            p = self.plan(view, occ, job, unplaced=True)
+            p = self.plan(view, job, unplaced=True)
             if (p is not None and p.round_time < now * (1.0 - self.reschedule_gain) - 1e-12
                     and Counter(p.servers) != Counter(t.server for t in job.tasks)):
                 yield Command("preempt", jid=job.jid)

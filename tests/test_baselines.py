@@ -15,6 +15,7 @@ from clustergym.baselines.mlfs import MLFC, MLFH, loss_ratio
 from clustergym.baselines.tiresias import Tiresias, queue_index
 from clustergym.core.engine import SimConfig, Simulator
 from clustergym.core.hardware import ClusterSpec, ServerSpec
+from clustergym.core.job import TaskState
 from clustergym.core.view import ClusterView as V
 
 import helpers
@@ -493,7 +494,7 @@ def test_hlas_reschedule_needs_another_server_not_only_another_split_of_its_own(
     # (0.028 s a round) beats the simulator's least-loaded GPU choice (0.045 s), but the policy places on
     # servers, so preempting it would only place it the same way again: no rescheduling (it used to be
     # preempted and placed back every round)
-    from clustergym.baselines.hare_plan import Occupancy, current_round_time
+    from clustergym.baselines.hare_plan import current_round_time
     from clustergym.core.catalogue_data import get_model
 
     sim = Simulator(helpers.cluster(1, gpus=4), [helpers.job(0, model="AlexNet", P=4, R=4, iters=10**6)],
@@ -505,10 +506,34 @@ def test_hlas_reschedule_needs_another_server_not_only_another_split_of_its_own(
         execute(sim, cmd)
     assert sim.next_decision()
     job = sim.job(0)
-    plan = pol.plan(view, Occupancy(view), job, unplaced=True)
+    plan = pol.plan(view, job, unplaced=True)
     assert job.fully_placed and set(plan.servers) == {0}
     assert plan.round_time < 0.9 * current_round_time(view, job)  # the gain test alone would preempt
     assert pol.decide(view) is None
+
+
+def test_hlas_keeps_its_plans_only_while_the_placement_is_unchanged():
+    # a plan depends on where tasks are, not on time: kept until a task is attached or detached anywhere
+    from clustergym.core.catalogue_data import get_model
+
+    sim = Simulator(helpers.cluster(2, gpus=4), [helpers.job(0, model="AlexNet", P=2, R=2, iters=10**6),
+                                                 helpers.job(1, model="AlexNet", P=2, iters=10**6)], models=get_model)
+    pol, view = HLAS(), V(sim)
+    assert sim.next_decision()
+    pol.begin(view)
+    j0, j1 = sim.job(0), sim.job(1)
+    before, version = pol.plan(view, j1), view.placement_version
+    assert pol.plan(view, j1) is before  # the same placement: the kept plan
+    cmd = pol.decide(view)
+    execute(sim, cmd)  # a task of job 0 or 1 takes a GPU
+    assert view.placement_version == version + 1
+    after = pol.plan(view, j1)
+    assert after is not before
+    fresh = HLAS()
+    fresh.begin(view)
+    assert (after.servers, after.round_time) == (fresh.plan(view, j1).servers, fresh.plan(view, j1).round_time)
+    sim.requeue(next(t for t in j0.tasks + j1.tasks if t.state == TaskState.RUNNING).tid)
+    assert view.placement_version == version + 2  # a detachment counts too
 
 
 def test_hlas_demoted_job_yields_to_a_new_one():

@@ -248,6 +248,7 @@ class Resources:
         self.mem_alloc.add(server, t.memory_gb)
         c.server_tasks[server][task] = None
         c.server_version[server] += 1
+        c.placement_version += 1
         if gpu >= 0:
             self._change_gpu_memory(server, gpu, t.gpu_memory_gb)
             on_gpu = c.gpu_tasks[gpu]
@@ -270,6 +271,7 @@ class Resources:
         self.mem_alloc.add(server, -t.memory_gb)
         del c.server_tasks[server][task]
         c.server_version[server] += 1
+        c.placement_version += 1
         if gpu >= 0:
             self._change_gpu_memory(server, gpu, -t.gpu_memory_gb)
             on_gpu = c.gpu_tasks[gpu]

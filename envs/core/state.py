@@ -88,6 +88,7 @@ class ClusterState:
         self.server_tasks: list[dict] = [{} for _ in range(S)]  # task -> None, insertion-ordered
         # bumped whenever a server's task set changes: keys the sorted view below
         self.server_version: list[int] = [0] * S
+        self.placement_version = 0  # bumped whenever any server's task set changes (the sum of the above)
         self._by_id: list[tuple[int, tuple]] = [(-1, ())] * S
         self.net_cap_mbps = self.nic_gbps * 125.0  # NIC capacity in MB/s
 

@@ -78,6 +78,13 @@ class ClusterView:
         return self._sim.decision_count
 
     @property
+    def placement_version(self) -> int:
+        """A count of task attachments and detachments so far: while it is unchanged, every task is where it
+        was (no placement, migration, requeue, preemption or end of a job in between), so a policy may keep
+        what it derived from the placement alone."""
+        return self._sim.cluster.placement_version
+
+    @property
     def round_moved_tasks(self) -> set[int]:
         """Ids of the tasks placed, moved or requeued in this decision round (every task of a preempted job):
         the round rule (:mod:`clustergym.core.rounds`) forbids moving them again in it. Read only."""
