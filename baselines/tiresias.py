@@ -39,6 +39,13 @@ class Tiresias(Policy):
     thresholds: tuple[float, ...] = (3600.0,)  # GPU-seconds; K = len + 1 queues
     preempt: bool = True
     promote_knob: float | None = None  # starvation guard: promote to Q_0 when waited > knob x run time
+    # our variant (off: the rule as described): preempt, in one decision round, every victim the head needs
+    # before anything else is placed, so backfill cannot take the freed GPUs first (docs/baselines.md)
+    clear_at_once: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._clearing: tuple = ((), ())  # (decision round, victims' job ids) of the round's preemption plan
 
     def service(self, view: ClusterView, job: Job) -> float:
         return job.spec.n_gpus * view.running_time(job)
@@ -55,6 +62,9 @@ class Tiresias(Policy):
         return (self.queue(view, job), job.spec.submit_time)
 
     def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
+        if self.clear_at_once and self.preempt and cands.can_preempt and self._clearing[0] == _round(view):
+            for jid in self._clearing[1]:  # those already preempted are refused by the round rule
+                yield Command("preempt", jid=jid)
         yield from self.job_first(view, cands, lambda j: self.key(view, j), "exclusive", pack_order, True)
         if self.preempt and cands.can_preempt:
             yield from self._preemptions(view)
@@ -71,7 +81,25 @@ class Tiresias(Policy):
                    if j.state == JobState.ACTIVE and j.fully_placed and self.queue(view, j) > qh]
         if not running:
             return
-        victim = max(running, key=lambda j: (self.queue(view, j), j.spec.submit_time, j.jid))
+        idle = int((view.gpu_n_tasks == 0).sum())
         # only if freeing every lower-queue job could make room (otherwise preempting is pointless)
-        if sum(j.spec.n_gpus for j in running) + int((view.gpu_n_tasks == 0).sum()) >= head.spec.n_gpus:
-            yield Command("preempt", jid=victim.jid)
+        if sum(j.spec.n_gpus for j in running) + idle < head.spec.n_gpus:
+            return
+        running.sort(key=lambda j: (self.queue(view, j), j.spec.submit_time, j.jid), reverse=True)
+        if not self.clear_at_once:
+            yield Command("preempt", jid=running[0].jid)
+            return
+        victims: list[int] = []
+        for j in running:  # lowest priority first, until the head's GPUs would be free
+            victims.append(j.jid)
+            idle += j.spec.n_gpus
+            if idle >= head.spec.n_gpus:
+                break
+        self._clearing = (_round(view), tuple(victims))
+        for jid in victims:
+            yield Command("preempt", jid=jid)
+
+
+def _round(view: ClusterView) -> tuple:
+    """The current decision round (a round is one (decision count, time) pair)."""
+    return (view.decisions, view.now)

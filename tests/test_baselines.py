@@ -285,6 +285,37 @@ def test_tiresias_queues_and_preemption():
     assert Tiresias().decide(V(sim), Candidates.full(V(sim), can_preempt=False)) is None  # env: non-preemptive
 
 
+def test_tiresias_clear_at_once_frees_the_head_before_backfill_can_take_the_gpus():
+    # one 4-GPU server, two 2-GPU jobs in queue 1; a 4-GPU job (the head) and then a 2-GPU job arrive in queue
+    # 0. One victim per decision frees 2 GPUs, which the placement pass gives to the 2-GPU job (backfill): the
+    # head waits and the victim was preempted for nothing. Clearing at once preempts both running jobs before
+    # placing anything, then places the head.
+    def one_round(**params):
+        sim = make_sim([helpers.job(0, R=2, iters=10**6), helpers.job(1, R=2, iters=10**6),
+                        helpers.job(2, submit=100.0, R=4, iters=10**6), helpers.job(3, submit=150.0, R=2)],
+                       cluster=helpers.cluster(1))
+        first_decision(sim)
+        for j in sim.jobs[:2]:
+            for t in j.tasks:
+                sim.place(t.tid, 0)
+        while sim.next_decision():
+            if sim.jobs[3].state == sim.jobs[3].state.ACTIVE:
+                break
+        for j in sim.jobs[:2]:
+            j.running_time = 7200.0  # 4 GPU-hours each: queue 1
+        pol, view = Tiresias(**params), V(sim)
+        while (cmd := pol.decide(view, Candidates.full(view, can_preempt=True))) is not None:
+            pol.observe(view, cmd)
+            execute(sim, cmd)
+        return sim
+
+    base, clear = one_round(), one_round(clear_at_once=True)
+    assert base.jobs[2].n_placed == 0 and base.jobs[3].fully_placed
+    assert [j.record.preemptions for j in base.jobs] == [0, 1, 0, 0]
+    assert clear.jobs[2].fully_placed and clear.jobs[3].n_placed == 0
+    assert [j.record.preemptions for j in clear.jobs] == [1, 1, 0, 0]
+
+
 # -------------------------------------------------------------------------------------- simple ones
 
 def blocked_sim():
