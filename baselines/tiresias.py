@@ -45,7 +45,7 @@ class Tiresias(Policy):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._clearing: tuple = ((), ())  # (decision round, victims' job ids) of the round's preemption plan
+        self._clearing: tuple = ((), ())  # (Policy._round, victims' job ids): the round's preemption plan
 
     def service(self, view: ClusterView, job: Job) -> float:
         return job.spec.n_gpus * view.running_time(job)
@@ -62,7 +62,7 @@ class Tiresias(Policy):
         return (self.queue(view, job), job.spec.submit_time)
 
     def preferences(self, view: ClusterView, cands: Candidates) -> Iterator[Command]:
-        if self.clear_at_once and self.preempt and cands.can_preempt and self._clearing[0] == _round(view):
+        if self.clear_at_once and self.preempt and cands.can_preempt and self._clearing[0] == self._round:
             for jid in self._clearing[1]:  # those already preempted are refused by the round rule
                 yield Command("preempt", jid=jid)
         yield from self.job_first(view, cands, lambda j: self.key(view, j), "exclusive", pack_order, True)
@@ -95,11 +95,6 @@ class Tiresias(Policy):
             idle += j.spec.n_gpus
             if idle >= head.spec.n_gpus:
                 break
-        self._clearing = (_round(view), tuple(victims))
+        self._clearing = (self._round, tuple(victims))
         for jid in victims:
             yield Command("preempt", jid=jid)
-
-
-def _round(view: ClusterView) -> tuple:
-    """The current decision round (a round is one (decision count, time) pair)."""
-    return (view.decisions, view.now)

@@ -400,7 +400,7 @@ class Window(SlotAndSubBatchColumns):
             rows, n_over = self._migration_rows(sim) if sim.n_overloaded and self.migrate_cap else ([], 0)
             n_mig = n_over + self._running_rows(sim, rows) if self.running_cap else n_over
             if n_mig < self.W and sim.queue:
-                rows.extend(sim.ready_tasks())
+                rows.extend(sim.ready)
             if rows:
                 n_rows, n_place = self._fill(sim, rows, n_mig, n_over, tasks, kinds)
                 if n_mig > n_over:  # running-job rows: "back to the queue" preempts, if allowed

@@ -34,7 +34,7 @@ class DecisionPoints:
             return bool(sim.active_jobs)
         if mode == "queue" and sim.queue:
             return True
-        if some_ready_task_fits(sim.ready_tasks(), sim.resources):
+        if some_ready_task_fits(sim.ready, sim.resources):
             return True
         if mode == "placement":
             return False
@@ -53,8 +53,8 @@ class DecisionPoints:
     def next_look(self, sim: Any) -> float | None:
         """After a round: the earliest time of the next tick worth a look (None: wait for an event)."""
         mode, tick = self.config.decide_on, self.config.tick_s
-        if mode == "always" or (mode == "queue" and sim.queue) or some_ready_task_fits(sim.ready_tasks(),
-                                                                                        sim.resources):
+        if (mode == "always" or (mode == "queue" and sim.queue)
+                or some_ready_task_fits(sim.ready, sim.resources)):
             return sim.now + tick
         if mode != "placement" and any(sim.cluster.server_tasks[s] for s in sim.overloaded_servers()):
             return max(sim.now + tick, self.overload_offered_at + self.config.overload_recheck_s)

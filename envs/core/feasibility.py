@@ -140,7 +140,7 @@ def _pack_apply(counts: dict, old: tuple, new: tuple) -> None:
 
 
 def some_ready_task_fits(ready, resources) -> bool:
-    """Whether any of the ``ready`` tasks (waiting, DAG parents placed: ``Simulator.ready_tasks``) fits some
+    """Whether any of the ``ready`` tasks (waiting, DAG parents placed: ``Simulator.ready``) fits some
     server now by nominal demand; tasks of the same shape are tried once."""
     seen = set()
     for t in ready:

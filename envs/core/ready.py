@@ -5,7 +5,7 @@ while only a few change state per step."""
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from .job import TASK_WAITING
 
@@ -24,8 +24,9 @@ class ReadyQueue:
         self._tasks: list[Task] = []
         self._next_seq = 0
 
-    def __len__(self) -> int:
-        return len(self._tasks)
+    def __iter__(self) -> Iterator[Task]:
+        """The ready tasks in queue order, without a copy: no task may change state while this is read."""
+        return iter(self._tasks)
 
     def tasks(self) -> list[Task]:
         """The ready tasks in queue order (a new list)."""
