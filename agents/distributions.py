@@ -6,6 +6,11 @@ backward take a slow path for arguments whose exponential underflows, and a mask
 Measured with torch 2.13 on the development machine (one thread, 256 x 1,537 logits, all but 100 per row at
 -1e8): forward and backward of ``x - x.logsumexp(-1)`` 14.8 ms, of ``log_softmax(x)`` 2.6 ms. PPO's update
 builds the distribution three times per minibatch, so this was about a quarter of the update's time.
+
+Sampling is by the inverse of the cumulative distribution (one uniform number per state), not torch's
+``multinomial``: the same distribution, drawn from the seeded torch generator as before, but a different stream
+of actions. The reason is again speed: ``multinomial`` draws one exponential number per action, 1.85 ms for
+32 x 1,537 probabilities against 0.08 ms (torch 2.13, one thread), a quarter of a rollout's forward pass.
 """
 from __future__ import annotations
 
@@ -28,6 +33,20 @@ class SoftmaxCategorical(Categorical):
         self._num_events = self._param.size()[-1]
         batch_shape = self._param.size()[:-1] if self._param.ndimension() > 1 else th.Size()
         Distribution.__init__(self, batch_shape, validate_args=validate_args)
+
+    def sample(self, sample_shape: th.Size = th.Size()) -> th.Tensor:
+        """One action per state by inverse-CDF sampling: the first action whose cumulative probability exceeds
+        u x total, u uniform in [0, 1). An action of probability 0 (masked) is never drawn: its cumulative
+        probability equals its predecessor's. Other sample shapes take torch's sampler."""
+        if tuple(sample_shape):
+            return super().sample(sample_shape)
+        with th.no_grad():
+            cdf = self.probs.cumsum(-1)
+            total = cdf[..., -1:].contiguous()
+            u = th.rand(total.shape, dtype=cdf.dtype, device=cdf.device) * total
+            drawn = th.searchsorted(cdf, u, right=True)
+            last = th.searchsorted(cdf, total, right=False)  # the last action of positive probability
+            return th.minimum(drawn, last).squeeze(-1)
 
 
 class SoftmaxMaskableCategorical(MaskableCategorical, SoftmaxCategorical):

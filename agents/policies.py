@@ -96,6 +96,13 @@ def _masked_mean(x: th.Tensor, present: th.Tensor) -> th.Tensor:
     return (x * w).sum(1) / w.sum(1).clamp_min(1.0)
 
 
+def _segment_mean(x: th.Tensor, state: th.Tensor, n_states: int, counts: th.Tensor) -> th.Tensor:
+    """(n_states, d) mean of packed rows ``x`` (R, d) per state (``state[i]`` of row i), ``counts`` (n_states, 1)
+    the rows per state clamped at 1 (a state without rows gives 0): :func:`_masked_mean` of packed rows."""
+    total = th.zeros((n_states, x.shape[-1]), dtype=x.dtype, device=x.device)
+    return total.index_add(0, state, x) / counts
+
+
 def gpu_stats(gpu_loads: th.Tensor) -> th.Tensor:
     """(B, K, G) per-GPU loads with -1 padding -> (B, K, 4): mean, max, min load and idle fraction."""
     real = (gpu_loads >= 0).float()
@@ -318,64 +325,72 @@ class PairwiseEncoder(nn.Module):
         return th.cat((logits[:, :-1], pad, logits[:, -1:]), -1), pooled
 
     def _scores(self, obs: dict[str, th.Tensor]) -> tuple[th.Tensor, th.Tensor]:
+        """Scores the present task rows only, packed as (R, ...) over the batch (on the contended default a
+        state shows a mean of about 4 rows, where the rows up to the batch's last present one are about 18), and
+        writes them into the (B, W * C + 1) layout, absent rows masked. An absent row takes no part in any
+        present row's score (pooling and the row features' reductions are over present rows), so packing
+        changes no score but by float rounding."""
         tasks, servers, glob = obs["tasks"], obs["servers"], obs["global"]
         B, W, _ = tasks.shape
         K = servers.shape[1]
-        tp = (tasks[..., T["present"]] > 0.5).float()
-        sp = (servers[..., S["present"]] > 0.5).float()
-        ht = self.task_in(th.cat((tasks, row_features(tasks, self.cols)), -1))
+        present = tasks[..., T["present"]] > 0.5
+        pb, pr = present.nonzero().unbind(1)  # the packed rows' (state, row)
+        packed_row = (present.flatten().cumsum(0) - 1).reshape(B, W)  # (state, row) -> its packed index
+        n_rows = present.sum(1, keepdim=True).to(tasks.dtype).clamp_min(1.0)
+        sp = (servers[..., S["present"]] > 0.5).to(tasks.dtype)
+        ht = self.task_in(th.cat((tasks, row_features(tasks, self.cols)), -1)[pb, pr])  # (R, d)
         hs = self.server_in(th.cat((servers, gpu_stats(obs["gpu_loads"])), -1))
         g = self.glob_in(glob)
-        pt, ps = _masked_mean(ht, tp), _masked_mean(hs, sp)
-        ht = ht + _mlp_of_concat(self.task_ctx, ht, ps.unsqueeze(1), g.unsqueeze(1))
+        pt, ps = _segment_mean(ht, pb, B, n_rows), _masked_mean(hs, sp)
+        ht = ht + _mlp_of_concat(self.task_ctx, ht, ps[pb], g[pb])
         hs = hs + _mlp_of_concat(self.server_ctx, hs, pt.unsqueeze(1), g.unsqueeze(1))
-        pt, ps = _masked_mean(ht, tp), _masked_mean(hs, sp)
+        pt, ps = _segment_mean(ht, pb, B, n_rows), _masked_mean(hs, sp)
         x, idx = pair_features(obs, self.overload_threshold, self.gpu_slots)
         b, r, k = idx.unbind(1)
-        pre = self.pair_t(ht)[b, r] + self.pair_s(hs)[b, k] + self.pair_x(x)  # (P, dp): valid pairs only
+        rows = packed_row[b, r]  # the pairs' packed rows
+        pre = self.pair_t(ht)[rows] + self.pair_s(hs)[b, k] + self.pair_x(x)  # (P, dp): valid pairs only
         hp = th.relu(self.pair_mid(th.tanh(pre)))
-        scores = self._destination_scores(obs, hp, b, r, k, B, W, K)  # (B, W, D), invalid pairs masked
-        rs = self.row(ht)  # (B, W, 1)
-        job_row = tasks[..., T["job_row"]].unsqueeze(-1) > 0.5
-        back = th.where(job_row, self.preempt(ht), self.requeue(ht))  # (B, W, 1)
-        cols = [scores, back]
+        cols = [self._destination_scores(obs, hp, rows, b, k, len(pb), K)]  # (R, D), invalid pairs masked
+        job_row = tasks[pb, pr, T["job_row"]].unsqueeze(-1) > 0.5
+        cols.append(th.where(job_row, self.preempt(ht), self.requeue(ht)))  # (R, 1) "back to the queue"
         mask = obs.get("action_mask")
-        if mask is not None and (mask.shape[-1] - 1) // W > scores.shape[-1] + 1 + self.sub_batches:
-            sf = stop_features(tasks)  # the stop-option columns
-            cols.append(_mlp_of_concat(self.stop, ht.unsqueeze(2), sf).squeeze(-1))
+        if mask is not None and (mask.shape[-1] - 1) // W > cols[0].shape[-1] + 1 + self.sub_batches:
+            cols.append(_mlp_of_concat(self.stop, ht.unsqueeze(1), stop_features(tasks)[pb, pr]).squeeze(-1))
         if self.sub_batches:
             cols.append(self._sub_batch_scores(ht))
+        row_scores = th.cat(cols, -1) + self.row(ht)  # (R, C)
         pooled = th.cat((pt, ps, g), -1)
         # end round sees the best valid pair (max-pooled pair embedding): "is anything worth doing?"
         # (the embedding is a ReLU's, so 0 stands for "no valid pair", as in a max over zeroed invalid pairs)
         hmax = th.zeros((B, hp.shape[-1]), dtype=hp.dtype, device=hp.device)
         hmax = hmax.scatter_reduce(0, b.unsqueeze(-1).expand_as(hp), hp, "amax", include_self=True)
         end = self.end(th.cat((pooled, hmax), -1))  # (B, 1)
-        logits = (th.cat(cols, -1) + rs).reshape(B, -1)
-        logits = th.cat((logits, end), -1)
+        logits = th.full((B, W, row_scores.shape[-1]), MASKED_LOGIT, dtype=hp.dtype, device=hp.device)
+        logits = th.cat((logits.index_put((pb, pr), row_scores).reshape(B, -1), end), -1)
         if mask is not None and mask.shape[-1] == logits.shape[-1]:
             logits = th.where(mask > 0.5, logits, th.full_like(logits, MASKED_LOGIT))
         return logits, pooled
 
-    def _destination_scores(self, obs, hp, b, r, k, B: int, W: int, K: int) -> th.Tensor:
-        """(B, W, D) scores of the destination columns from the valid pairs' embeddings ``hp`` (P, dp): one per
-        server, or with GPU slots one per (server, slot), the pair's score plus the slot head's."""
+    def _destination_scores(self, obs, hp, rows, b, k, R: int, K: int) -> th.Tensor:
+        """(R, D) scores of the packed rows' destination columns from the valid pairs' embeddings ``hp`` (P, dp)
+        (pair i of packed row ``rows[i]``, state ``b[i]``, server ``k[i]``): one per server, or with GPU slots
+        one per (server, slot), the pair's score plus the slot head's."""
         pair = self.pair_out(hp).squeeze(-1)  # (P,)
         if not self.gpu_slots:
-            scores = th.full((B, W, K), MASKED_LOGIT, dtype=hp.dtype, device=hp.device)
-            return scores.index_put((b, r, k), pair)
+            scores = th.full((R, K), MASKED_LOGIT, dtype=hp.dtype, device=hp.device)
+            return scores.index_put((rows, k), pair)
         G = self.gpu_slots
         loads = obs["gpu_loads"][b, k]  # (P, G)
         q = th.stack((loads.clamp_min(0.0), (loads.abs() <= 1e-6).to(hp.dtype), (loads >= 0).to(hp.dtype)), -1)
         slot = _mlp_of_concat(self.slot, hp.unsqueeze(1), q).squeeze(-1)  # (P, G)
-        scores = th.full((B, W, K, G), MASKED_LOGIT, dtype=hp.dtype, device=hp.device)
-        return scores.index_put((b, r, k), pair.unsqueeze(-1) + slot).reshape(B, W, K * G)
+        scores = th.full((R, K, G), MASKED_LOGIT, dtype=hp.dtype, device=hp.device)
+        return scores.index_put((rows, k), pair.unsqueeze(-1) + slot).reshape(R, K * G)
 
     def _sub_batch_scores(self, ht: th.Tensor) -> th.Tensor:
-        """(B, W, n) scores of the sub-batch options (2^i sub-batches, i < n) of each row's job."""
+        """(R, n) scores of the sub-batch options (2^i sub-batches, i < n) of each packed row's job."""
         i = th.arange(self.sub_batches, dtype=ht.dtype, device=ht.device)
         opt = th.stack((i / 11.0, th.ones_like(i)), -1)  # (n, 2)
-        return _mlp_of_concat(self.sub, ht.unsqueeze(2), opt).squeeze(-1)
+        return _mlp_of_concat(self.sub, ht.unsqueeze(-2), opt).squeeze(-1)
 
 
 def check_columns(n_actions: int, W: int, K: int, gpu_slots: int = 0, sub_batches: int = 0) -> int:

@@ -196,6 +196,26 @@ def test_padding_rows_are_cut_without_changing_any_score():
     assert th.equal(cut.argmax(-1), full.argmax(-1)) and (cut[~valid] == -1e8).all()
 
 
+def test_rows_packed_over_a_batch_score_each_state_as_alone():
+    """The encoder packs the present rows of every state of a batch together; a state's logits and pooled
+    embedding are those it gets scored alone (no pooling or reduction mixes states), and every absent row's
+    actions are masked."""
+    env = make_env(ENV_ID, {"window_jobs": 30})
+    model = _model(env)
+    enc = model.policy.pi_features_extractor.encoder
+    o = _state_batch(env, 4, 40, lambda valid, i: valid[(7 * i) % len(valid)])
+    assert len(set((o["tasks"].abs().sum(-1) > 0).sum(1).tolist())) > 1  # states with different row counts
+    with th.no_grad():
+        batch, pooled = enc(o)
+        for i in range(0, 40, 3):
+            alone, pooled_alone = enc({k: v[i:i + 1] for k, v in o.items()})
+            assert th.allclose(batch[i:i + 1], alone, atol=1e-4, rtol=1e-5), i
+            assert th.allclose(pooled[i:i + 1], pooled_alone, atol=1e-5), i
+    rows_absent = (o["tasks"].abs().sum(-1) == 0)  # (B, W)
+    C = (batch.shape[-1] - 1) // rows_absent.shape[1]
+    assert (batch[:, :-1].reshape(40, -1, C)[rows_absent] == -1e8).all()
+
+
 def test_only_valid_pairs_are_scored_and_the_rest_are_masked():
     """The pair scorer computes one embedding per valid (row, server) pair of the action mask, in row-major
     order, and an invalid pair's logit is the masked value whatever the network's weights."""

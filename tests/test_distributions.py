@@ -55,3 +55,24 @@ def test_gradients_match_the_logsumexp_normalisation():
         grads.append(x.grad)
     th.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-6)
     assert np.isfinite(grads[0].numpy()).all()
+
+
+def test_one_sample_per_state_follows_the_probabilities_and_never_draws_a_masked_action():
+    logits, mask = _logits_and_mask(3)
+    d = SoftmaxMaskableCategorical(logits=logits[:4], masks=mask[:4])
+    th.manual_seed(0)
+    n = 40_000
+    draws = th.stack([d.sample() for _ in range(n)])  # (n, 4): one action per state and draw
+    assert draws.shape == (n, 4) and mask[:4].gather(1, draws.T).all()
+    for state in range(4):
+        freq = th.bincount(draws[:, state], minlength=300).double() / n
+        p = d.probs[state].double()
+        sd = (p * (1 - p) / n).sqrt()
+        assert ((freq - p).abs() <= 5 * sd + 1e-9).all(), state  # each action within 5 standard errors
+    th.manual_seed(0)
+    again = th.stack([d.sample() for _ in range(5)])
+    assert th.equal(again, draws[:5])  # seeded: the same draws again
+    last = th.zeros(2, 5)
+    last[:, -1] = -1e8  # the last action masked: never drawn, even for a uniform draw near 1
+    d = SoftmaxMaskableCategorical(logits=last, masks=th.tensor([[True] * 4 + [False]] * 2))
+    assert (th.stack([d.sample() for _ in range(2_000)]) < 4).all()

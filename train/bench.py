@@ -2,12 +2,15 @@
 and hyper-parameters (``train/config.py``), rollouts and updates together, no warm start, no evaluation.
 
     .venv/bin/python train/bench.py [--n-envs 8] [--steps 2048] [--batch-size 256] [--threads 1]
-                                         [--vec-env dummy] [--n-epochs 4] [--d 64] [--profile]
+                                         [--vec-env dummy|subproc|grouped] [--env-workers 2] [--n-epochs 4] [--d 64] [--init-from AGENT.zip]
+                                         [--profile]
 
 Prints wall-clock steps/s and steps per CPU-second of this process (``time.process_time``; with
 ``--vec-env subproc`` the workers' CPU is not in it), so a measurement on a shared machine still says how
 much CPU a step costs. One rollout is played first and not timed (numba compilation, the first reset).
-``--profile`` prints cProfile's 35 most expensive calls (cumulative).
+``--profile`` prints cProfile's 35 most expensive calls (cumulative). ``--init-from`` starts from a saved agent's
+weights (e.g. a run's ``checkpoints/last.zip`` after the warm start): the states, and so a step's cost, are then
+those a trained policy reaches, where an untrained one leaves more jobs waiting (more window rows per state).
 """
 from __future__ import annotations
 
@@ -23,10 +26,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=2048)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    p.add_argument("--vec-env", choices=("dummy", "subproc"), default="dummy")
+    p.add_argument("--vec-env", choices=("dummy", "subproc", "grouped"), default="dummy")
+    p.add_argument("--env-workers", type=int, default=2, help="worker processes of --vec-env grouped")
     p.add_argument("--scenario", default="clustergym/GPUCluster-v1")
     p.add_argument("--n-epochs", type=int, default=None, help="PPO epochs per rollout (default: the recipe's)")
     p.add_argument("--d", type=int, default=None, help="pairwise encoder width (default: the recipe's)")
+    p.add_argument("--init-from", default=None, help="a saved agent whose weights start the policy")
     p.add_argument("--profile", action="store_true")
     a = p.parse_args(argv)
     import torch
@@ -37,11 +42,16 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(a.threads)
     cfg = load_config(overrides={"scenario": a.scenario, "n_envs": a.n_envs, "vec_env": a.vec_env,
+                                 "env_workers": a.env_workers,
                                  "n_steps": max(16, 1024 // a.n_envs), "batch_size": a.batch_size, "bc_steps": 0,
                                  "progress_bar": False,
                                  **{k: v for k, v in (("n_epochs", a.n_epochs), ("d", a.d)) if v is not None}})
     env = ppo.training_envs(cfg)
     model = ppo.new_model(cfg, env, None)
+    if a.init_from:
+        from clustergym.agents.io import load_agent
+
+        model.policy.load_state_dict(load_agent(a.init_from, algo=cfg.algo).policy.state_dict())
 
     model.learn(cfg.n_envs * cfg.n_steps, callback=callbacks(model))  # not timed: compilation, first reset
     prof = cProfile.Profile() if a.profile else None

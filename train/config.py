@@ -33,7 +33,9 @@ class TrainConfig:
     reward_weights: list[float] | None = field(default_factory=lambda: jct_only_weights())
     timesteps: int = 30_000  # PPO environment steps (after the warm start)
     n_envs: int = 8  # training envs; their observations go through the network as one batch
-    vec_env: str = "dummy"  # dummy: every env in this process (batched forward); subproc: one process per env
+    vec_env: str = "dummy"  # dummy: every env in this process (batched forward); subproc: one process per env;
+    # grouped: the envs in env_workers processes, each stepping its group (train/vec_env.py)
+    env_workers: int = 2  # worker processes of vec_env: grouped
     seed: int = 0
     device: str = "cpu"
     torch_threads: int = 1  # torch intra-op threads (1 is fastest for these small nets on 2 cores); 0 = torch's
@@ -139,11 +141,11 @@ class TrainConfig:
 
 FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig))
 # settings that may differ on --resume without refusing (they do not change what is trained)
-RESUME_FREE = frozenset({"out", "progress_bar", "log_every", "device", "torch_threads"})
+RESUME_FREE = frozenset({"out", "progress_bar", "log_every", "device", "torch_threads", "env_workers"})
 
 # integer settings and their least allowed value (0 = "none": no warm start, no periodic evaluation between the
 # ones before and after training, no final table); those in _MAY_BE_NONE also take None (no step cap)
-_COUNTS = {"timesteps": 0, "n_envs": 1, "torch_threads": 0, "d": 1, "n_steps": 1, "batch_size": 1, "n_epochs": 1,
+_COUNTS = {"timesteps": 0, "n_envs": 1, "env_workers": 1, "torch_threads": 0, "d": 1, "n_steps": 1, "batch_size": 1, "n_epochs": 1,
            "train_max_steps": 1, "bc_steps": 0, "bc_episodes": 0, "bc_holdout_episodes": 0, "bc_dagger_rounds": 0,
            "bc_dagger_episodes": 0, "bc_dagger_steps": 0, "bc_dagger_max_steps": 1, "bc_batch_size": 1,
            "eval_freq": 0, "eval_episodes": 1, "eval_max_steps": 1, "final_eval_episodes": 0,
@@ -158,7 +160,7 @@ _REALS = {"learning_rate": (0.0, math.inf, False), "bc_lr": (0.0, math.inf, Fals
           "teacher_coef": (0.0, math.inf, True), "teacher_coef_end": (0.0, math.inf, True),
           "vf_coef": (0.0, math.inf, True), "max_grad_norm": (0.0, math.inf, False),
           "target_kl": (0.0, math.inf, False), "bc_value_coef": (0.0, math.inf, True)}
-_CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo"), "vec_env": ("dummy", "subproc"),
+_CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo"), "vec_env": ("dummy", "subproc", "grouped"),
             "decode": DECODINGS}
 
 
@@ -358,7 +360,8 @@ def _documented_flags() -> dict[str, dict]:
         "timesteps": {"type": int, "help": f"PPO env steps (default {D.timesteps})"},
         "n_envs": {"type": int, "help": f"training envs, batched through the network (default {D.n_envs})"},
         "vec_env": {"choices": _CHOICES["vec_env"], "help": "dummy: all envs in this process; subproc: one "
-                                                            f"worker process per env (default {D.vec_env})"},
+                                                            "worker process per env; grouped: env_workers processes "
+                                                            f"stepping a group of envs each (default {D.vec_env})"},
         "seed": {"type": int, "help": f"seed (default {D.seed})"},
         "bc_steps": {"type": int, "help": f"BC gradient steps, 0 = no warm start (default {D.bc_steps})"},
         "reward_weights": {"help": f"the {n} objective weights ({', '.join(names)}; beta of MLFS Eq. 7) "

@@ -63,20 +63,24 @@ def worker_env(env_id: str, config: dict):
 
 def training_envs(cfg: TrainConfig):
     """``n_envs`` envs on training windows (DummyVecEnv: in this process, so one forward pass serves every env's
-    step; SubprocVecEnv with ``vec_env: subproc``), each with a Monitor inside the reward wrapper, so logged
-    episode returns stay the env's own objective."""
+    step; SubprocVecEnv with ``vec_env: subproc``; ``grouped``: ``env_workers`` processes stepping a group of
+    envs each, train/vec_env.py), each with a Monitor inside the reward wrapper, so logged episode returns stay
+    the env's own objective."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
+    from clustergym.train.vec_env import GroupedSubprocVecEnv
+
     ecfg = cfg.train_env_config()
-    parallel = cfg.vec_env == "subproc"
+    parallel = cfg.vec_env != "dummy"
+    vec_cls = {"dummy": DummyVecEnv, "subproc": SubprocVecEnv, "grouped": GroupedSubprocVecEnv}[cfg.vec_env]
     wrap = reward_wrapper(cfg, ecfg)
     if cfg.teacher_coef > 0:  # the teacher's labels of every training state (agents/teacher_term.py)
         from clustergym.agents.teacher_term import TeacherLabels
 
         wrap = partial(_wrapped, TeacherLabels, wrap)
-    return make_vec_env(worker_env if parallel else make_env, n_envs=cfg.n_envs, seed=cfg.seed,
-                        vec_env_cls=SubprocVecEnv if parallel else DummyVecEnv,
+    return make_vec_env(worker_env if parallel else make_env, n_envs=cfg.n_envs, seed=cfg.seed, vec_env_cls=vec_cls,
+                        vec_env_kwargs={"n_workers": cfg.env_workers} if cfg.vec_env == "grouped" else None,
                         env_kwargs={"env_id": cfg.scenario, "config": ecfg}, wrapper_class=wrap)
 
 
