@@ -212,6 +212,11 @@ def valid_pairs(obs: dict[str, th.Tensor], gpu_slots: int = 0) -> th.Tensor:
     return (tasks[..., T["present"]].unsqueeze(-1) > 0.5) & (servers[..., S["present"]] > 0.5).unsqueeze(1)
 
 
+# the task and server columns the pair features read, in the order pair_features unpacks them
+_PAIR_TASK_COLS = [T[c] for c in ("cpu_demand", "mem_demand", "gpu_util_demand", "is_ps", "gpu_mem_demand")]
+_PAIR_SERVER_COLS = [*range(S_UTIL.start, S_UTIL.stop), S["overloaded"], S["free_gpu_mem"]]
+
+
 def _row_reduce(values: th.Tensor, row: th.Tensor, n_rows: int, how: str, init: float) -> th.Tensor:
     """Per-row ``how`` ("amin"/"amax") of the pairs' ``values`` ((P,) or (P, m)) whose rows are ``row``, with
     ``init`` taking part (an empty row gives ``init``), read back per pair."""
@@ -240,28 +245,31 @@ def pair_features(obs: dict[str, th.Tensor], h: float, gpu_slots: int = 0) -> tu
     permutation-equivariant and independent of W, K and G."""
     tasks, servers, loads = obs["tasks"], obs["servers"], obs["gpu_loads"]
     B, W, _ = tasks.shape
+    K = servers.shape[1]
     idx = valid_pairs(obs, gpu_slots).nonzero()
     b, r, k = idx.unbind(1)
     row = b * W + r  # the pair's row in the flattened (B * W) rows
-    tc = tasks[b, r]  # (P, task columns)
-    sv = servers[b, k]  # (P, server columns)
-    util = sv[:, S_UTIL]  # (P, 4)
-    t_cpu, t_mem, t_gpu = tc[:, T["cpu_demand"]], tc[:, T["mem_demand"]], tc[:, T["gpu_util_demand"]]
-    is_ps = tc[:, T["is_ps"]] > 0.5
+    # only the columns read below are gathered per pair, by one index_select on the flattened rows/servers
+    tc = tasks[..., _PAIR_TASK_COLS].reshape(B * W, -1).index_select(0, row)  # (P, 5)
+    server = b * K + k  # the pair's server in the flattened (B * K) servers
+    sv = servers[..., _PAIR_SERVER_COLS].reshape(B * K, -1).index_select(0, server)  # (P, 6)
+    util = sv[:, :4]  # (P, 4): the utilisation vector
+    t_cpu, t_mem, t_gpu, is_ps, t_gpu_mem = tc.unbind(1)
+    is_ps = is_ps > 0.5
     cpu_after, mem_after = util[:, U_CPU] + t_cpu, util[:, U_MEM] + t_mem
     real = loads >= 0  # (B, K, G)
     l = loads.clamp_min(0.0)
-    lp, realp = l[b, k], real[b, k]  # (P, G)
+    lp, realp = l.reshape(B * K, -1).index_select(0, server), real.reshape(B * K, -1).index_select(0, server)  # (P, G)
     gpu_ok = (realp & ((lp + t_gpu.unsqueeze(-1) <= h + 1e-6) | (lp <= 1e-6))).any(-1) | is_ps
     min_load = th.where(real, l, th.full_like(l, 1e4)).amin(-1)  # (B, K)
     min_load = th.where(real.any(-1), min_load, th.zeros_like(min_load))
-    gpu_after = min_load[b, k] + t_gpu * (~is_ps).to(t_gpu.dtype)
-    head = (sv[:, S["overloaded"]] <= 0.5) & (cpu_after <= h + 1e-6) & (mem_after <= h + 1e-6) & gpu_ok
+    gpu_after = min_load.reshape(-1).index_select(0, server) + t_gpu * (~is_ps).to(t_gpu.dtype)
+    head = (sv[:, 4] <= 0.5) & (cpu_after <= h + 1e-6) & (mem_after <= h + 1e-6) & gpu_ok
     n_rows = B * W
     cand = head | (_row_reduce(head.to(util.dtype), row, n_rows, "amax", 0.0) < 0.5)  # the ideal host's set
     big = th.full_like(util, 1e4)
     ideal = _row_reduce(th.where(cand.unsqueeze(-1), util, big), row, n_rows, "amin", 1e4)  # (P, 4)
-    aff = obs["affinity"][b, r, k] if "affinity" in obs else th.zeros_like(cpu_after)
+    aff = obs["affinity"].reshape(-1).index_select(0, row * K + k) if "affinity" in obs else th.zeros_like(cpu_after)
     amax = _row_reduce(th.where(cand, aff, th.zeros_like(aff)), row, n_rows, "amax", 0.0)
     bwn = th.where(amax > 0, aff / amax.clamp_min(1e-9), th.zeros_like(aff))
     dist = ((util - ideal) ** 2).sum(-1) + (bwn - (amax > 0).to(aff.dtype)) ** 2
@@ -270,7 +278,7 @@ def pair_features(obs: dict[str, th.Tensor], h: float, gpu_slots: int = 0) -> tu
     nearest = (cand & (gap <= 1e-6)).to(dist.dtype)
     f = th.stack((th.ones_like(dist), head.to(dist.dtype), cand.to(dist.dtype), dist.clamp(max=4.0),
                   gap.clamp(max=4.0), nearest, aff, bwn, h - cpu_after, h - mem_after, h - gpu_after,
-                  sv[:, S["free_gpu_mem"]] - tc[:, T["gpu_mem_demand"]]), -1)
+                  sv[:, 5] - t_gpu_mem), -1)
     return f, idx
 
 
@@ -347,8 +355,10 @@ class PairwiseEncoder(nn.Module):
         pt, ps = _segment_mean(ht, pb, B, n_rows), _masked_mean(hs, sp)
         x, idx = pair_features(obs, self.overload_threshold, self.gpu_slots)
         b, r, k = idx.unbind(1)
-        rows = packed_row[b, r]  # the pairs' packed rows
-        pre = self.pair_t(ht)[rows] + self.pair_s(hs)[b, k] + self.pair_x(x)  # (P, dp): valid pairs only
+        rows = packed_row.reshape(-1).index_select(0, b * W + r)  # the pairs' packed rows
+        on_server = self.pair_s(hs).reshape(B * K, -1).index_select(0, b * K + k)
+        # (P, dp), valid pairs only: pair_t(h_row) + pair_s(h_col) + pair_x(x), the last as the product's addend
+        pre = th.addmm(self.pair_t(ht).index_select(0, rows) + on_server, x, self.pair_x.weight.t())
         hp = th.relu(self.pair_mid(th.tanh(pre)))
         cols = [self._destination_scores(obs, hp, rows, b, k, len(pb), K)]  # (R, D), invalid pairs masked
         job_row = tasks[pb, pr, T["job_row"]].unsqueeze(-1) > 0.5

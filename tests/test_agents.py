@@ -250,7 +250,7 @@ def test_first_layer_applied_part_by_part_equals_the_concatenation():
     th.testing.assert_close(_mlp_of_concat(mlp, rows, options), want, rtol=1e-5, atol=1e-6)
 
 
-def test_pair_features_use_the_envs_overload_threshold(tmp_path):
+def test_pair_features_use_the_envs_overload_threshold(tmp_path, monkeypatch):
     from clustergym.agents.policies import pair_features
     from clustergym.agents.io import load_agent
 
@@ -266,11 +266,17 @@ def test_pair_features_use_the_envs_overload_threshold(tmp_path):
     assert len(x08) > 0
     x09, _ = pair_features(o, 0.9)
     assert not th.equal(x08, x09)  # the margins h - use differ
+    from clustergym.agents import policies
+
     seen = {}
-    hook = enc.pair_x.register_forward_hook(lambda m, inp, out: seen.update(x=inp[0]))
+
+    def recorded(*args, **kwargs):
+        seen["x"], idx = pair_features(*args, **kwargs)
+        return seen["x"], idx
+
+    monkeypatch.setattr(policies, "pair_features", recorded)
     with th.no_grad():
         model.policy.extract_features(o, model.policy.pi_features_extractor)
-    hook.remove()
     assert th.equal(seen["x"], x08)  # the network's pair features are those of the env's threshold
     # the threshold is saved with the model and restored on load
     model.save(tmp_path / "m.zip")
