@@ -88,3 +88,17 @@ def test_ppo_on_grouped_workers_trains_the_same_weights_as_in_one_process():
     assert dummy.keys() == grouped.keys()
     for k in dummy:
         assert th.equal(dummy[k], grouped[k]), k
+
+
+def test_the_fast_setting_and_the_grouped_option_load_and_bad_values_are_named():
+    from pathlib import Path
+
+    from clustergym.config import ConfigError
+
+    fast = load_config(str(Path(__file__).resolve().parent.parent / "train" / "fast.yaml"))
+    assert (fast.n_envs, fast.n_steps, fast.n_epochs) == (32, 32, 1) and fast.n_envs * fast.n_steps == 1024
+    assert load_config(overrides={"vec_env": "grouped", "env_workers": 3}).env_workers == 3
+    with pytest.raises(ConfigError, match="env_workers"):
+        load_config(overrides={"env_workers": 0})
+    with pytest.raises(ConfigError, match="vec_env"):
+        load_config(overrides={"vec_env": "threads"})
