@@ -102,3 +102,114 @@ def test_the_fast_setting_and_the_grouped_option_load_and_bad_values_are_named()
         load_config(overrides={"env_workers": 0})
     with pytest.raises(ConfigError, match="vec_env"):
         load_config(overrides={"vec_env": "threads"})
+
+
+def _pipelined_model(n_envs: int = 3, seed: int = 0):
+    cfg = load_config(overrides={"env": {"window_jobs": 6}, "n_envs": n_envs, "vec_env": "pipelined", "seed": seed,
+                                 "train_max_steps": 15, "n_steps": 40, "batch_size": 60, "n_epochs": 1,
+                                 "bc_steps": 0, "progress_bar": False, "d": 16})
+    env = ppo.training_envs(cfg)
+    return cfg, env, ppo.new_model(cfg, env, None)
+
+
+def test_the_pipelined_rollout_stores_what_the_envs_and_the_policy_gave():
+    """Replaying the stored actions on the same envs in one process gives the stored observations, rewards and
+    episode starts; the stored log-probabilities and values are the policy's for those states and actions."""
+    from clustergym.agents.semi_mdp import callbacks
+    from clustergym.train.pipelined import PipelinedMaskablePPO
+
+    cfg, env, model = _pipelined_model()
+    try:
+        assert isinstance(model, PipelinedMaskablePPO) and len(env.groups) == 1
+        _, callback = model._setup_learn(cfg.n_steps * cfg.n_envs, callback=callbacks(model))
+        callback.on_training_start(locals(), globals())
+        assert model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=cfg.n_steps)
+    finally:
+        env.close()
+    buf = model.rollout_buffer
+    replay = make_vec_env(ppo.make_env, n_envs=cfg.n_envs, seed=cfg.seed, vec_env_cls=DummyVecEnv,
+                          env_kwargs={"env_id": cfg.scenario, "config": cfg.train_env_config()})
+    obs, ends = replay.reset(), 0
+    for t in range(cfg.n_steps):
+        for k in obs:
+            np.testing.assert_array_equal(buf.observations[k][t], obs[k], err_msg=f"{k} at step {t}")
+        np.testing.assert_array_equal(np.stack(replay.env_method("action_masks")), buf.action_masks[t])
+        obs, rewards, dones, _ = replay.step(buf.actions[t].reshape(-1).astype(int))
+        kept = ~dones  # a truncated step's stored reward also holds the critic's bootstrap
+        np.testing.assert_allclose(buf.rewards[t][kept], rewards[kept], rtol=1e-6)
+        if t + 1 < cfg.n_steps:
+            np.testing.assert_array_equal(buf.episode_starts[t + 1], dones)
+        ends += int(dones.sum())
+    assert ends > 0  # episodes ended (and were reset by the worker) within the rollout
+    flat = {k: th.as_tensor(v.reshape(-1, *v.shape[2:])) for k, v in buf.observations.items()}
+    with th.no_grad():
+        values, log_probs, _ = model.policy.evaluate_actions(flat, th.as_tensor(buf.actions.reshape(-1)),
+                                                             action_masks=buf.action_masks.reshape(-1, buf.action_masks.shape[-1]))
+    np.testing.assert_allclose(log_probs.numpy(), buf.log_probs.reshape(-1), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(values.numpy().reshape(-1), buf.values.reshape(-1), rtol=1e-4, atol=1e-4)
+
+
+def test_pipelined_training_is_reproducible_and_refuses_the_teacher_term():
+    from clustergym.agents.semi_mdp import callbacks
+    from clustergym.config import ConfigError
+
+    weights = []
+    for _ in range(2):
+        th.manual_seed(0)
+        cfg, env, model = _pipelined_model(n_envs=4)
+        try:
+            model.learn(2 * cfg.n_steps * cfg.n_envs, callback=callbacks(model))
+        finally:
+            env.close()
+        weights.append(model.policy.state_dict())
+    assert all(th.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    with pytest.raises(ConfigError, match="pipelined needs algo maskable and teacher_coef 0"):
+        load_config(overrides={"vec_env": "pipelined", "teacher_coef": 0.5})
+
+
+def test_a_stopped_pipelined_rollout_leaves_the_workers_in_step():
+    """A callback that stops the rollout mid-way: half A's extra step is read, so no answer is left in the pipe
+    for the next rollout to take for its own, and the next rollout runs."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from clustergym.agents.semi_mdp import callbacks
+
+    class StopAfter(BaseCallback):
+        def __init__(self, n: int):
+            super().__init__()
+            self.n = n
+
+        def _on_step(self) -> bool:
+            self.n -= 1
+            return self.n > 0
+
+    cfg, env, model = _pipelined_model()
+    try:
+        _, cb = model._setup_learn(10_000, callback=[*callbacks(model), StopAfter(3)])
+        cb.on_training_start(locals(), globals())
+        assert not model.collect_rollouts(model.env, cb, model.rollout_buffer, n_rollout_steps=cfg.n_steps)
+        assert not any(remote.poll(1.0) for remote in env.remotes)  # nothing left unread
+        _, cb = model._setup_learn(10_000, callback=callbacks(model))
+        cb.on_training_start(locals(), globals())
+        assert model.collect_rollouts(model.env, cb, model.rollout_buffer, n_rollout_steps=cfg.n_steps)
+    finally:
+        env.close()
+
+
+def test_the_recipe_runs_pipelined_and_resumes(tmp_path, monkeypatch):
+    """train/ppo.py end to end with vec_env pipelined: periodic evaluations, the final table, and a resume that
+    extends the run (the loaded checkpoint takes the pipelined rollout again)."""
+    from test_train import TINY
+
+    cfg = load_config(overrides={**TINY, "n_envs": 2, "vec_env": "pipelined", "final_eval_episodes": 1,
+                                 "out": str(tmp_path / "run")})
+    res = ppo.train(cfg)
+    assert not res["interrupted"] and res["num_timesteps"] == 256 and (tmp_path / "run" / "final_model.zip").exists()
+    from clustergym.train.pipelined import PipelinedMaskablePPO
+
+    sends, send = [], PipelinedMaskablePPO._send
+    monkeypatch.setattr(PipelinedMaskablePPO, "_send", lambda self, *a: sends.append(1) or send(self, *a))
+    more = load_config(overrides={**TINY, "n_envs": 2, "vec_env": "pipelined", "final_eval_episodes": 1,
+                                  "timesteps": 512, "out": str(tmp_path / "run")})
+    assert ppo.train(more, resume=True)["num_timesteps"] == 512
+    assert len(sends) == 256  # the resumed run's 128 steps of both halves went through the pipelined rollout

@@ -2,7 +2,7 @@
 and hyper-parameters (``train/config.py``), rollouts and updates together, no warm start, no evaluation.
 
     .venv/bin/python train/bench.py [--n-envs 8] [--steps 2048] [--batch-size 256] [--threads 1]
-                                         [--vec-env dummy|subproc|grouped] [--env-workers 2] [--n-epochs 4] [--d 64] [--init-from AGENT.zip]
+                                         [--vec-env dummy|subproc|grouped|pipelined] [--env-workers 2] [--n-epochs 4] [--d 64] [--init-from AGENT.zip]
                                          [--profile]
 
 Prints wall-clock steps/s and steps per CPU-second of this process (``time.process_time``; with
@@ -26,13 +26,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=2048)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    p.add_argument("--vec-env", choices=("dummy", "subproc", "grouped"), default="dummy")
+    p.add_argument("--vec-env", choices=("dummy", "subproc", "grouped", "pipelined"), default="dummy")
     p.add_argument("--env-workers", type=int, default=2, help="worker processes of --vec-env grouped")
     p.add_argument("--scenario", default="clustergym/GPUCluster-v1")
     p.add_argument("--n-epochs", type=int, default=None, help="PPO epochs per rollout (default: the recipe's)")
     p.add_argument("--d", type=int, default=None, help="pairwise encoder width (default: the recipe's)")
     p.add_argument("--init-from", default=None, help="a saved agent whose weights start the policy")
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--sort", default="cumulative", help="cProfile sort key of --profile (e.g. tottime)")
     a = p.parse_args(argv)
     import torch
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{a.steps} steps, wall {wall:.1f} s ({a.steps / wall:.0f} steps/s), CPU {cpu:.1f} s "
           f"({a.steps / cpu:.0f} steps per CPU-second)")
     if prof:
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(35)
+        pstats.Stats(prof).sort_stats(a.sort).print_stats(35)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ class TrainConfig:
     timesteps: int = 30_000  # PPO environment steps (after the warm start)
     n_envs: int = 8  # training envs; their observations go through the network as one batch
     vec_env: str = "dummy"  # dummy: every env in this process (batched forward); subproc: one process per env;
-    # grouped: the envs in env_workers processes, each stepping its group (train/vec_env.py)
+    # grouped: the envs in env_workers processes, each stepping its group (train/vec_env.py); pipelined: the envs
+    # in one worker process, two halves a step apart, one scored while the other steps (train/pipelined.py)
     env_workers: int = 2  # worker processes of vec_env: grouped
     seed: int = 0
     device: str = "cpu"
@@ -160,7 +161,7 @@ _REALS = {"learning_rate": (0.0, math.inf, False), "bc_lr": (0.0, math.inf, Fals
           "teacher_coef": (0.0, math.inf, True), "teacher_coef_end": (0.0, math.inf, True),
           "vf_coef": (0.0, math.inf, True), "max_grad_norm": (0.0, math.inf, False),
           "target_kl": (0.0, math.inf, False), "bc_value_coef": (0.0, math.inf, True)}
-_CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo"), "vec_env": ("dummy", "subproc", "grouped"),
+_CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo"), "vec_env": ("dummy", "subproc", "grouped", "pipelined"),
             "decode": DECODINGS}
 
 
@@ -235,6 +236,10 @@ def _check_names(c: TrainConfig) -> None:
     for key in ("share_encoder", "progress_bar"):
         if not isinstance(getattr(c, key), bool):
             raise ConfigError(f"{key} must be true or false, got {getattr(c, key)!r}")
+    if c.vec_env == "pipelined" and (c.algo != "maskable" or c.teacher_coef > 0):
+        raise ConfigError("vec_env pipelined needs algo maskable and teacher_coef 0 (the teacher term reads every "
+                          f"env's label at each step, which the overlapped halves would race with); got algo "
+                          f"{c.algo!r}, teacher_coef {c.teacher_coef!r}")
     if not isinstance(c.env, dict):
         raise ConfigError(f"env must be a mapping of EnvConfig fields, got {c.env!r}")
     register_all()
@@ -361,7 +366,9 @@ def _documented_flags() -> dict[str, dict]:
         "n_envs": {"type": int, "help": f"training envs, batched through the network (default {D.n_envs})"},
         "vec_env": {"choices": _CHOICES["vec_env"], "help": "dummy: all envs in this process; subproc: one "
                                                             "worker process per env; grouped: env_workers processes "
-                                                            f"stepping a group of envs each (default {D.vec_env})"},
+                                                            "stepping a group of envs each; pipelined: one worker, "
+                                                            "half the envs scored while the other half steps "
+                                                            f"(default {D.vec_env})"},
         "seed": {"type": int, "help": f"seed (default {D.seed})"},
         "bc_steps": {"type": int, "help": f"BC gradient steps, 0 = no warm start (default {D.bc_steps})"},
         "reward_weights": {"help": f"the {n} objective weights ({', '.join(names)}; beta of MLFS Eq. 7) "

@@ -73,14 +73,15 @@ def training_envs(cfg: TrainConfig):
 
     ecfg = cfg.train_env_config()
     parallel = cfg.vec_env != "dummy"
-    vec_cls = {"dummy": DummyVecEnv, "subproc": SubprocVecEnv, "grouped": GroupedSubprocVecEnv}[cfg.vec_env]
+    vec_cls = {"dummy": DummyVecEnv, "subproc": SubprocVecEnv}.get(cfg.vec_env, GroupedSubprocVecEnv)
+    workers = {"grouped": cfg.env_workers, "pipelined": 1}.get(cfg.vec_env)
     wrap = reward_wrapper(cfg, ecfg)
     if cfg.teacher_coef > 0:  # the teacher's labels of every training state (agents/teacher_term.py)
         from clustergym.agents.teacher_term import TeacherLabels
 
         wrap = partial(_wrapped, TeacherLabels, wrap)
     return make_vec_env(worker_env if parallel else make_env, n_envs=cfg.n_envs, seed=cfg.seed, vec_env_cls=vec_cls,
-                        vec_env_kwargs={"n_workers": cfg.env_workers} if cfg.vec_env == "grouped" else None,
+                        vec_env_kwargs={"n_workers": workers} if workers else None,
                         env_kwargs={"env_id": cfg.scenario, "config": ecfg}, wrapper_class=wrap)
 
 
@@ -105,7 +106,9 @@ def new_model(cfg: TrainConfig, env, tb_dir: str):
 
     policy_cls, pkw = policy_spec(cfg.policy, cfg.algo, cfg.net_arch, cfg.d, cfg.share_encoder,
                                   overload_threshold=overload_threshold(env), **action_layout(env))
-    if cfg.algo == "maskable":
+    if cfg.vec_env == "pipelined":  # the overlapped rollout (train/pipelined.py)
+        from clustergym.train.pipelined import PipelinedMaskablePPO as Algo
+    elif cfg.algo == "maskable":
         from sb3_contrib import MaskablePPO as Algo
     else:
         from stable_baselines3 import PPO as Algo
@@ -399,6 +402,10 @@ def _train(cfg: TrainConfig, folder: RunFolder, env, resume: bool, stop: StopSig
     if resume:
         folder.load_state()
         model = folder.load_checkpoint(env, cfg.device, cfg.algo)
+        if cfg.vec_env == "pipelined":
+            from clustergym.train.pipelined import pipelined
+
+            model = pipelined(model)
         model.tensorboard_log = tb_dir
         folder.write_config(cfg.to_dict())  # a larger --timesteps extends the run
         say(f"Resuming {folder.path} at step {model.num_timesteps:,} of {cfg.timesteps:,}\n"

@@ -103,8 +103,9 @@ def _worker(remote, parent_remote, fns: CloudpickleWrapper) -> None:
     try:
         while True:
             command, data = remote.recv()
-            if command == "step":
-                remote.send(_step_group(envs, data))
+            if command == "step":  # (indices in the group, their actions)
+                local, actions = data
+                remote.send(_step_group([envs[i] for i in local], actions))
             elif command == "reset":
                 remote.send(_reset_group(envs, *data))
             elif command == "close":
@@ -148,17 +149,37 @@ class GroupedSubprocVecEnv(VecEnv):
         self.closed = False
 
     def step_async(self, actions: np.ndarray) -> None:
-        actions = np.asarray(actions)
-        for remote, group in zip(self.remotes, self.groups):
-            remote.send(("step", actions[group.start:group.stop]))
+        self.step_part_async(range(self.num_envs), actions)
 
     def step_wait(self):
-        parts = [remote.recv() for remote in self.remotes]
-        obs, rewards, dones, infos, reset_infos, masks = zip(*parts)
-        self.reset_infos = [i for part in reset_infos for i in part]
-        self._masks = None if any(m is None for m in masks) else np.concatenate(masks)
-        return (self._concat(obs), np.concatenate(rewards), np.concatenate(dones),
-                [i for part in infos for i in part])
+        obs, rewards, dones, infos, _ = self.step_part_wait(range(self.num_envs))
+        return obs, rewards, dones, infos
+
+    def step_part_async(self, part: range, actions: np.ndarray) -> None:
+        """Send the actions of the envs ``part`` (a range of env indices) to their workers, which step them
+        while this process goes on (e.g. scoring another part's observations: train/pipelined.py)."""
+        actions = np.asarray(actions)
+        if len(actions) != len(part):
+            raise ValueError(f"step_part_async: {len(actions)} actions for {len(part)} envs ({part})")
+        for remote, group in zip(self.remotes, self.groups):
+            local = [i - group.start for i in part if i in group]
+            if local:
+                remote.send(("step", (local, actions[[i + group.start - part.start for i in local]])))
+
+    def step_part_wait(self, part: range) -> tuple:
+        """The step results of the envs ``part`` sent by :meth:`step_part_async`, in index order: observations,
+        rewards, dones, infos and their action masks (None where the envs have none)."""
+        answers = [remote.recv() for remote, group in zip(self.remotes, self.groups)
+                   if any(i in group for i in part)]
+        obs, rewards, dones, infos, reset_infos, masks = zip(*answers)
+        self.reset_infos[part.start:part.stop] = [i for a in reset_infos for i in a]
+        masks = None if any(m is None for m in masks) else np.concatenate(masks)
+        if masks is not None and self._masks is not None:
+            self._masks[part.start:part.stop] = masks
+        else:
+            self._masks = masks if len(part) == self.num_envs else None
+        return (self._concat(obs), np.concatenate(rewards), np.concatenate(dones), [i for a in infos for i in a],
+                masks)
 
     def reset(self):
         for remote, group in zip(self.remotes, self.groups):
