@@ -96,7 +96,8 @@ def test_the_fast_setting_and_the_grouped_option_load_and_bad_values_are_named()
     from clustergym.config import ConfigError
 
     fast = load_config(str(Path(__file__).resolve().parent.parent / "train" / "fast.yaml"))
-    assert (fast.n_envs, fast.n_steps, fast.n_epochs) == (32, 32, 1) and fast.n_envs * fast.n_steps == 1024
+    assert (fast.n_envs, fast.n_steps, fast.n_epochs, fast.vec_env) == (64, 16, 1, "pipelined")
+    assert fast.n_envs * fast.n_steps == 1024
     assert load_config(overrides={"vec_env": "grouped", "env_workers": 3}).env_workers == 3
     with pytest.raises(ConfigError, match="env_workers"):
         load_config(overrides={"env_workers": 0})
