@@ -355,6 +355,8 @@ class PairwiseEncoder(nn.Module):
         pt, ps = _segment_mean(ht, pb, B, n_rows), _masked_mean(hs, sp)
         x, idx = pair_features(obs, self.overload_threshold, self.gpu_slots)
         b, r, k = idx.unbind(1)
+        if not present[b, r].all():  # a packed index exists for present rows only
+            raise ValueError("the action mask marks a destination valid on a task row whose 'present' column is 0")
         rows = packed_row.reshape(-1).index_select(0, b * W + r)  # the pairs' packed rows
         on_server = self.pair_s(hs).reshape(B * K, -1).index_select(0, b * K + k)
         # (P, dp), valid pairs only: pair_t(h_row) + pair_s(h_col) + pair_x(x), the last as the product's addend

@@ -319,3 +319,17 @@ def test_bc_maps_and_learns_stop_option_actions():
         obs = {k: th.as_tensor(v, dtype=th.float32) for k, v in observations(data, idx).items()}
         pred = masked_logits(model.policy, obs, th.as_tensor(action_masks(data, idx))).argmax(-1).numpy()
     assert np.mean(pred % C > K) >= 0.8
+
+
+def test_a_mask_that_marks_an_absent_row_valid_is_refused_by_name():
+    """A row left out of the packing (absent) that the mask calls valid, within the rows the batch scores."""
+    env = make_env(ENV_ID, {"window_jobs": 30})
+    enc = _model(env).policy.pi_features_extractor.encoder
+    o = _state_batch(env, 1, 40, lambda valid, i: valid[i % 2])
+    rows = (o["tasks"].abs().sum(-1) > 0).sum(1)
+    short = int(rows.argmin())
+    assert rows.max() > rows[short]  # another state shows that row, so the batch scores it
+    C = (o["action_mask"].shape[-1] - 1) // o["tasks"].shape[1]
+    o["action_mask"][short, int(rows[short]) * C] = 1.0
+    with pytest.raises(ValueError, match="'present' column is 0"), th.no_grad():
+        enc(o)
