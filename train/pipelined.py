@@ -61,24 +61,24 @@ class PipelinedMaskablePPO(MaskablePPO):
         self.policy.set_training_mode(False)
         rollout_buffer.reset()
         callback.on_rollout_start()
-        halves = _halves(env.num_envs)
+        half_a, half_b = _halves(env.num_envs)
         masks = np.stack(env.env_method("action_masks"))
-        sent = self._send(env, halves[0], _take(self._last_obs, halves[0]), masks[halves[0].start:halves[0].stop])
+        obs_b, masks_b = _take(self._last_obs, half_b), masks[half_b.start:half_b.stop]
+        a = self._send(env, half_a, _take(self._last_obs, half_a), masks[half_a.start:half_a.stop])
         for t in range(n_rollout_steps):
-            sent_b = self._send(env, halves[1], _take(self._last_obs, halves[1]), masks[halves[1].start:halves[1].stop])
-            done_a = env.step_part_wait(halves[0])
-            if t + 1 < n_rollout_steps:  # half A's next step overlaps half B's step
-                next_a = self._send(env, halves[0], done_a[0], done_a[4])
-            done_b = env.step_part_wait(halves[1])
-            new_obs, rewards, dones, infos = (_join(done_a[0], done_b[0]), np.concatenate((done_a[1], done_b[1])),
-                                              np.concatenate((done_a[2], done_b[2])), done_a[3] + done_b[3])
-            masks = np.concatenate((done_a[4], done_b[4]))
-            if not self._store(callback, rollout_buffer, sent, sent_b, new_obs, rewards, dones, infos):
-                if t + 1 < n_rollout_steps:
-                    env.step_part_wait(halves[0])  # half A's extra step: read, so the pipe stays in step
+            b = self._send(env, half_b, obs_b, masks_b)  # scored while the worker steps half A
+            done_a = env.step_part_wait(half_a)
+            # half A's next step is scored while the worker steps half B
+            next_a = self._send(env, half_a, done_a[0], done_a[4]) if t + 1 < n_rollout_steps else None
+            done_b = env.step_part_wait(half_b)
+            obs_b, masks_b = done_b[0], done_b[4]
+            new_obs, dones = _join(done_a[0], obs_b), np.concatenate((done_a[2], done_b[2]))
+            if not self._store(callback, rollout_buffer, a, b, new_obs, np.concatenate((done_a[1], done_b[1])),
+                               dones, done_a[3] + done_b[3]):
+                if next_a is not None:
+                    env.step_part_wait(half_a)  # half A's extra step: read, so the pipe stays in step
                 return False
-            if t + 1 < n_rollout_steps:
-                sent = next_a
+            a = next_a
         with th.no_grad():
             values = self.policy.predict_values(obs_as_tensor(new_obs, self.device))
         rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
