@@ -12,6 +12,8 @@ vector envs do (``terminal_observation`` and ``TimeLimit.truncated`` in the step
 them). The action masks of MaskablePPO (``env_method("action_masks")``) are computed by the workers right after
 each step and reset and sent with the observations, so asking for them costs no second round trip.
 
+Workers are started with multiprocessing's ``forkserver`` method (``spawn`` where there is none), so, as with
+SB3's ``SubprocVecEnv``, a script that builds one needs the ``if __name__ == "__main__":`` guard.
 Workers ignore SIGINT and SIGTERM when their env factory says so (``train.ppo.worker_env``), so that a Ctrl-C
 reaches the learner, which checkpoints and then closes them.
 """
