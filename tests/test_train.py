@@ -322,3 +322,9 @@ def test_init_from_starts_ppo_from_a_saved_agent(tmp_path):
     assert a.keys() == b.keys() and all(th.equal(a[k], b[k]) for k in a)
     with pytest.raises(ConfigError, match="init_from: .* not found"):
         _cfg({"init_from": str(tmp_path / "missing.zip")})
+
+
+def test_the_throughput_line_gives_the_speed_with_and_without_the_evaluations():
+    line = ppo.throughput_line(30_000, 100.0, 80.0, _cfg({"n_envs": 64, "vec_env": "pipelined"}))
+    assert "300 steps/s with the periodic evaluations (80 s)" in line
+    assert "1,500 steps/s training alone (64 env(s), pipelined)" in line

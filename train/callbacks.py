@@ -238,6 +238,7 @@ class EvalCheckpointCallback(BaseCallback):
         self.eval_freq, self.evaluate_and_checkpoint = eval_freq, evaluate_and_checkpoint
         self.stop, self.stop_at = stop, stop_at
         self.last = 0
+        self.eval_seconds = 0.0  # wall time spent in the evaluations (the run reports PPO's speed without it)
 
     def _on_training_start(self) -> None:
         self.last = self.num_timesteps
@@ -245,7 +246,9 @@ class EvalCheckpointCallback(BaseCallback):
     def _on_step(self) -> bool:
         if self.eval_freq and self.num_timesteps - self.last >= self.eval_freq:
             self.last = self.num_timesteps
+            start = time.time()
             self.evaluate_and_checkpoint(self.model, self.logger)
+            self.eval_seconds += time.time() - start
         if self.stop.requested is not None:
             return False
         return not (self.stop_at is not None and self.num_timesteps >= self.stop_at)

@@ -287,9 +287,9 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
         if model.num_timesteps < cfg.timesteps and stop.requested is None:
             from clustergym.agents.semi_mdp import callbacks
 
+            evals = EvalCheckpointCallback(cfg.eval_freq, evaluate_and_checkpoint, stop, stop_at)
             cbs = [*callbacks(model),  # before any callback that may stop the rollout
-                   SummaryCallback(cfg.timesteps, cfg.log_every, cfg.progress_bar),
-                   EvalCheckpointCallback(cfg.eval_freq, evaluate_and_checkpoint, stop, stop_at)]
+                   SummaryCallback(cfg.timesteps, cfg.log_every, cfg.progress_bar), evals]
             if cfg.value_warmup_steps:
                 cbs.append(ValueWarmup(cfg.value_warmup_steps))
             if cfg.teacher_coef > 0:
@@ -300,7 +300,7 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
             n0, t0 = model.num_timesteps, time.time()
             model.learn(cfg.timesteps - model.num_timesteps, callback=cbs, tb_log_name="ppo",
                         reset_num_timesteps=False, progress_bar=False)
-            say(throughput_line(model.num_timesteps - n0, time.time() - t0, cfg))
+            say(throughput_line(model.num_timesteps - n0, time.time() - t0, evals.eval_seconds, cfg))
         folder.checkpoint(model)
     if stop.requested is not None or model.num_timesteps < cfg.timesteps:
         say(f"Interrupted at step {model.num_timesteps:,}; continue with: python train/ppo.py --resume "
@@ -313,10 +313,12 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
     return True
 
 
-def throughput_line(steps: int, seconds: float, cfg: TrainConfig) -> str:
-    """PPO's speed: env steps per second of wall time, with the periodic evaluations inside it."""
-    return (f"PPO: {steps:,} env steps in {seconds:.0f} s: {steps / max(seconds, 1e-9):.0f} steps/s ({cfg.n_envs} "
-            f"env(s), {cfg.vec_env}; periodic evaluations included)")
+def throughput_line(steps: int, seconds: float, eval_seconds: float, cfg: TrainConfig) -> str:
+    """PPO's speed: env steps per second of wall time, with and without the periodic evaluations in it."""
+    training = max(seconds - eval_seconds, 1e-9)
+    return (f"PPO: {steps:,} env steps in {seconds:.0f} s: {steps / max(seconds, 1e-9):,.0f} steps/s with the periodic "
+            f"evaluations ({eval_seconds:.0f} s), {steps / training:,.0f} steps/s training alone ({cfg.n_envs} env(s), "
+            f"{cfg.vec_env})")
 
 
 def _evaluate_and_checkpoint(cfg: TrainConfig, folder: RunFolder, model, logger) -> None:
