@@ -2,11 +2,11 @@
 and hyper-parameters (``train/config.py``), rollouts and updates together, no warm start, no evaluation.
 
     .venv/bin/python train/bench.py [--n-envs 8] [--steps 2048] [--batch-size 256] [--threads 1]
-                                         [--vec-env dummy|subproc|grouped|pipelined] [--env-workers 2] [--n-epochs 4] [--d 64] [--init-from AGENT.zip]
-                                         [--profile]
+                                    [--vec-env dummy|subproc|grouped|pipelined] [--env-workers 2]
+                                    [--n-epochs 4] [--d 64] [--init-from AGENT.zip] [--profile [--sort KEY]]
 
 Prints wall-clock steps/s and steps per CPU-second of this process (``time.process_time``; with
-``--vec-env subproc`` the workers' CPU is not in it), so a measurement on a shared machine still says how
+``--vec-env subproc``, ``grouped`` or ``pipelined`` the workers' CPU is not in it), so a measurement on a shared machine still says how
 much CPU a step costs. One rollout is played first and not timed (numba compilation, the first reset).
 ``--profile`` prints cProfile's 35 most expensive calls (cumulative). ``--init-from`` starts from a saved agent's
 weights (e.g. a run's ``checkpoints/last.zip`` after the warm start): the states, and so a step's cost, are then
