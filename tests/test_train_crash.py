@@ -144,12 +144,12 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path, capsys):
     lock.release()
 
 
-def _stop_by_signal(tmp_path: Path, sig: int, n_envs: int, whole_group: bool) -> tuple[subprocess.CompletedProcess,
-                                                                                         Path]:
+def _stop_by_signal(tmp_path: Path, sig: int, n_envs: int, whole_group: bool,
+                    vec_env: str = "subproc") -> tuple[subprocess.CompletedProcess, Path]:
     """Start ``train/ppo.py`` as a user would, send ``sig`` once PPO learns, return its outcome."""
     out = tmp_path / "run"
     cmd = [sys.executable, str(ROOT / "train" / "ppo.py"), *TINY_FLAGS, "--timesteps", "1000000", "--eval-freq",
-           "100000", "--n-envs", str(n_envs), "--vec-env", "subproc" if n_envs > 1 else "dummy", "--out", str(out)]
+           "100000", "--n-envs", str(n_envs), "--vec-env", vec_env if n_envs > 1 else "dummy", "--out", str(out)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                             start_new_session=True)
     lines = []
@@ -198,16 +198,22 @@ def test_sigterm_during_ppo_stops_after_the_step_with_a_checkpoint(tmp_path, mon
     assert not res["interrupted"] and res["num_timesteps"] == 512
 
 
-@pytest.mark.slow  # a training process with two env workers: ~6 s
-def test_sigterm_to_the_whole_group_stops_parallel_training_with_a_checkpoint(tmp_path):
-    """What a batch scheduler does; the SubprocVecEnv workers get the signal too and must not die of it."""
-    done, out = _stop_by_signal(tmp_path, signal.SIGTERM, n_envs=2, whole_group=True)
+WORKER_VEC_ENVS = ("subproc", "grouped", "pipelined")  # the vec envs whose envs live in worker processes
+
+
+@pytest.mark.slow  # a training process with env workers: ~6 s
+@pytest.mark.parametrize("vec_env", WORKER_VEC_ENVS)
+def test_sigterm_to_the_whole_group_stops_parallel_training_with_a_checkpoint(tmp_path, vec_env):
+    """What a batch scheduler does; the env workers (and the forkserver that starts the grouped and pipelined
+    ones) get the signal too and must not die of it."""
+    done, out = _stop_by_signal(tmp_path, signal.SIGTERM, n_envs=2, whole_group=True, vec_env=vec_env)
     _assert_stopped_with_checkpoint(done, out, signal.SIGTERM)
 
 
-@pytest.mark.slow  # a training process with two env workers: ~6 s
-def test_ctrl_c_stops_training_with_a_checkpoint(tmp_path):
-    done, out = _stop_by_signal(tmp_path, signal.SIGINT, n_envs=2, whole_group=True)
+@pytest.mark.slow  # a training process with env workers: ~6 s
+@pytest.mark.parametrize("vec_env", WORKER_VEC_ENVS)
+def test_ctrl_c_stops_training_with_a_checkpoint(tmp_path, vec_env):
+    done, out = _stop_by_signal(tmp_path, signal.SIGINT, n_envs=2, whole_group=True, vec_env=vec_env)
     _assert_stopped_with_checkpoint(done, out, signal.SIGINT)
 
 
