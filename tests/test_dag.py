@@ -120,3 +120,21 @@ def test_retimed_plan_equals_a_fresh_plan_under_the_new_nic_shares(sync, servers
     assert critical_time(again, unit, slow) == critical_time(fresh, unit, slow)
     assert critical_time(again, unit, slow) > critical_time(
         placement_plan(tasks, spec, servers, gpus, intra, whole), unit, slow)
+
+
+def test_reference_iteration_time_reuses_answers_only_for_the_same_profile_and_arguments(monkeypatch):
+    import dataclasses
+
+    from clustergym.core import dag
+
+    monkeypatch.setattr(dag, "_REFERENCE_TIMES", {})
+    args = (2, 1, "allreduce", "V100", 50.0, 50.0)
+    first = reference_iteration_time(CHAIN, *args)
+    assert reference_iteration_time(CHAIN, *args) == first  # the reused answer
+    assert first == dag._reference_iteration_time(CHAIN, *args, 8, 10.0, 100.0)  # equals a fresh computation
+    slower = dataclasses.replace(CHAIN, iteration_time={g: 2 * t for g, t in CHAIN.iteration_time.items()})
+    assert reference_iteration_time(slower, *args) > first  # another profile of the same name: its own answer
+    assert reference_iteration_time(CHAIN, 2, 1, "allreduce", "V100", 50.0, 60.0) != first  # other arguments
+    monkeypatch.setattr(dag, "_REFERENCE_TIMES_MAX", 2)
+    reference_iteration_time(CHAIN, 4, 1, "allreduce", "V100", 50.0, 50.0)
+    assert len(dag._REFERENCE_TIMES) <= 2  # bounded: cleared when full

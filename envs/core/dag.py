@@ -134,12 +134,35 @@ def worker_gpu_memory(replica_gb: float, share: float) -> float:
     return TASK_GPU_OVERHEAD_GB + replica_gb * share
 
 
+# reference_iteration_time's recent answers: (model id, the other arguments) -> (model, seconds). The model is kept
+# with its answer so an id reused by another profile never matches (the identity is checked).
+_REFERENCE_TIMES: dict[tuple, tuple[ModelProfile, float]] = {}
+_REFERENCE_TIMES_MAX = 4096  # cleared when full: an episode's jobs ask a few hundred times at most
+
+
 def reference_iteration_time(model: ModelProfile, n_partitions: int, n_replicas: int, sync: str, gpu_type: str,
                              comm_ps_mb: float, comm_worker_mb: float, gpus_per_server: int = 8,
                              nic_gbps: float = 10.0, intra_gbps: float = 100.0) -> float:
     """Iteration time on dedicated GPUs of ``gpu_type``, packed onto as few servers as possible
     (``gpus_per_server`` each, tasks filled in index order, PS on the first server). Used to turn a trace
-    job's duration into an iteration budget."""
+    job's duration into an iteration budget. A pure function of its arguments (profiles are frozen), so recent
+    answers are reused: an episode asks it twice per job (its deadline and the arrival compression)."""
+    key = (id(model), n_partitions, n_replicas, sync, gpu_type, comm_ps_mb, comm_worker_mb, gpus_per_server,
+           nic_gbps, intra_gbps)
+    hit = _REFERENCE_TIMES.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    seconds = _reference_iteration_time(model, n_partitions, n_replicas, sync, gpu_type, comm_ps_mb, comm_worker_mb,
+                                        gpus_per_server, nic_gbps, intra_gbps)
+    if len(_REFERENCE_TIMES) >= _REFERENCE_TIMES_MAX:
+        _REFERENCE_TIMES.clear()
+    _REFERENCE_TIMES[key] = (model, seconds)
+    return seconds
+
+
+def _reference_iteration_time(model: ModelProfile, n_partitions: int, n_replicas: int, sync: str, gpu_type: str,
+                              comm_ps_mb: float, comm_worker_mb: float, gpus_per_server: int, nic_gbps: float,
+                              intra_gbps: float) -> float:
     spec = JobSpec(job_id=0, submit_time=0.0, model=model.name, n_partitions=n_partitions, n_replicas=n_replicas,
                    max_iterations=1, accuracy_requirement=0.0, deadline=1.0, sync=sync, comm_ps_mb=comm_ps_mb,
                    comm_worker_mb=comm_worker_mb)
