@@ -214,3 +214,37 @@ def test_the_recipe_runs_pipelined_and_resumes(tmp_path, monkeypatch):
                                   "timesteps": 512, "out": str(tmp_path / "run")})
     assert ppo.train(more, resume=True)["num_timesteps"] == 512
     assert len(sends) == 256  # the resumed run's 128 steps of both halves went through the pipelined rollout
+
+
+def test_an_early_reset_gives_what_reset_gives_and_the_env_refuses_other_calls_meanwhile():
+    early, plain = _vec(GroupedSubprocVecEnv, n_workers=2), _vec(GroupedSubprocVecEnv, n_workers=2)
+    try:
+        early.reset_async()
+        for call in (lambda: early.env_method("action_masks"), lambda: early.get_attr("sim_config"),
+                     lambda: early.step(np.zeros(3, dtype=int)), lambda: early.seed(1)):
+            with pytest.raises(RuntimeError, match="reset_async is under way"):
+                call()
+        a, b = early.reset(), plain.reset()  # the seeds of make_vec_env, used by either reset
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+        np.testing.assert_array_equal(np.stack(early.env_method("action_masks")),
+                                      np.stack(plain.env_method("action_masks")))
+        assert early.get_attr("sim_config") == plain.get_attr("sim_config")  # the pipes are in step again
+    finally:
+        early.close()
+        plain.close()
+
+
+def test_the_recipe_trains_the_same_agent_on_grouped_workers_as_in_one_process(tmp_path):
+    """ppo.train end to end (the early reset during the first evaluation included): the same final weights."""
+    from test_train import TINY
+
+    from clustergym.agents.io import load_agent
+
+    weights = []
+    for vec_env in ("dummy", "grouped"):
+        cfg = load_config(overrides={**TINY, "bc_steps": 0, "n_envs": 2, "vec_env": vec_env, "final_eval_episodes": 0,
+                                     "out": str(tmp_path / vec_env)})
+        ppo.train(cfg)
+        weights.append(load_agent(tmp_path / vec_env / "final_model.zip").policy.state_dict())
+    assert all(th.equal(weights[0][k], weights[1][k]) for k in weights[0])

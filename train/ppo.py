@@ -280,6 +280,10 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
 
     evaluate_and_checkpoint = partial(_evaluate_and_checkpoint, cfg, folder)
     tb_dir = str(folder.path / "tb")
+    # env workers reset during the first evaluation and learn() collects it; not when PPO has nothing left to do,
+    # nor with the teacher term, which asks the envs (env_method) before learning
+    if hasattr(model.env, "reset_async") and model.num_timesteps < cfg.timesteps and cfg.teacher_coef == 0:
+        model.env.reset_async()
     with stop.graceful():
         if model.num_timesteps == 0 and not folder.state["evals"]:
             model.set_logger(configure_logger(0, tb_dir, "ppo", True))

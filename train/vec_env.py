@@ -146,6 +146,7 @@ class GroupedSubprocVecEnv(VecEnv):
         observation_space, action_space = self.remotes[0].recv()
         for remote in self.remotes[1:]:
             remote.recv()
+        self._reset_pending = False  # a reset sent by reset_async, not yet collected
         super().__init__(len(env_fns), observation_space, action_space)
         self._masks: np.ndarray | None = None
         self.closed = False
@@ -160,6 +161,7 @@ class GroupedSubprocVecEnv(VecEnv):
     def step_part_async(self, part: range, actions: np.ndarray) -> None:
         """Send the actions of the envs ``part`` (a range of env indices) to their workers, which step them
         while this process goes on (e.g. scoring another part's observations: train/pipelined.py)."""
+        self._refuse_while_resetting("step")
         actions = np.asarray(actions)
         if len(actions) != len(part):
             raise ValueError(f"step_part_async: {len(actions)} actions for {len(part)} envs ({part})")
@@ -183,9 +185,31 @@ class GroupedSubprocVecEnv(VecEnv):
         return (self._concat(obs), np.concatenate(rewards), np.concatenate(dones), [i for a in infos for i in a],
                 masks)
 
+    def reset_async(self) -> None:
+        """Start the reset :meth:`reset` would do (with the seeds and options set now), so the workers reset
+        while this process does something else (the run's first evaluation); the next :meth:`reset` collects
+        it. Seeds or options set in between are refused, as they would not reach the envs."""
+        if not self._reset_pending:
+            for remote, group in zip(self.remotes, self.groups):
+                remote.send(("reset", ([self._seeds[i] for i in group], [self._options[i] for i in group])))
+            self._reset_pending = True
+
+    def seed(self, seed: int | None = None):
+        self._refuse_while_resetting("seed")
+        return super().seed(seed)
+
+    def set_options(self, options=None) -> None:
+        self._refuse_while_resetting("set_options")
+        super().set_options(options)
+
+    def _refuse_while_resetting(self, what: str) -> None:
+        if getattr(self, "_reset_pending", False):  # its answers would be taken for this call's
+            raise RuntimeError(f"GroupedSubprocVecEnv {what}: a reset started by reset_async is under way; call "
+                               f"reset() first")
+
     def reset(self):
-        for remote, group in zip(self.remotes, self.groups):
-            remote.send(("reset", ([self._seeds[i] for i in group], [self._options[i] for i in group])))
+        self.reset_async()
+        self._reset_pending = False
         obs, infos, masks = zip(*(remote.recv() for remote in self.remotes))
         self.reset_infos = [i for part in infos for i in part]
         self._masks = None if any(m is None for m in masks) else np.concatenate(masks)
@@ -216,6 +240,7 @@ class GroupedSubprocVecEnv(VecEnv):
 
     def _ask(self, command: str, indices: VecEnvIndices, *data: Any) -> list[Any]:
         """Send a query to the workers holding ``indices`` and gather the answers in the order of ``indices``."""
+        self._refuse_while_resetting(command)
         wanted = list(self._get_indices(indices))
         asked = []
         for remote, group in zip(self.remotes, self.groups):
@@ -229,6 +254,7 @@ class GroupedSubprocVecEnv(VecEnv):
         return [answers[i] for i in wanted]
 
     def env_method(self, method_name: str, *method_args, indices: VecEnvIndices = None, **method_kwargs) -> list[Any]:
+        self._refuse_while_resetting(method_name)
         if method_name == MASKS and not method_args and not method_kwargs and self._masks is not None:
             return [self._masks[i] for i in self._get_indices(indices)]  # sent with the last step or reset
         return self._ask("env_method", indices, method_name, method_args, method_kwargs)
