@@ -48,7 +48,8 @@ def test_grouped_workers_step_every_env_as_the_dummy_vec_env_does():
                 assert x.keys() == y.keys() and x["elapsed_s"] == y["elapsed_s"]
                 assert x["TimeLimit.truncated"] == y["TimeLimit.truncated"]
                 if "terminal_observation" in x:
-                    np.testing.assert_array_equal(x["terminal_observation"]["tasks"], y["terminal_observation"]["tasks"])
+                    np.testing.assert_array_equal(x["terminal_observation"]["tasks"],
+                                                  y["terminal_observation"]["tasks"])
             ends += int(da.sum())
         assert ends > 0  # some episodes ended and were reset inside the workers
         assert grouped.get_attr("sim_config", indices=[2, 0]) == dummy.get_attr("sim_config", indices=[2, 0])
@@ -144,8 +145,9 @@ def test_the_pipelined_rollout_stores_what_the_envs_and_the_policy_gave():
     assert ends > 0  # episodes ended (and were reset by the worker) within the rollout
     flat = {k: th.as_tensor(v.reshape(-1, *v.shape[2:])) for k, v in buf.observations.items()}
     with th.no_grad():
+        masks = buf.action_masks.reshape(-1, buf.action_masks.shape[-1])
         values, log_probs, _ = model.policy.evaluate_actions(flat, th.as_tensor(buf.actions.reshape(-1)),
-                                                             action_masks=buf.action_masks.reshape(-1, buf.action_masks.shape[-1]))
+                                                             action_masks=masks)
     np.testing.assert_allclose(log_probs.numpy(), buf.log_probs.reshape(-1), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(values.numpy().reshape(-1), buf.values.reshape(-1), rtol=1e-4, atol=1e-4)
 

@@ -7,7 +7,8 @@ and hyper-parameters (``train/config.py``), rollouts and updates together, no wa
 
 Prints wall-clock steps/s and steps per CPU-second of this process (``time.process_time``; with
 ``--vec-env subproc``, ``grouped`` or ``pipelined`` the workers' CPU is not in it), so a measurement on a shared
-machine still says how much CPU a step costs. One rollout is played first and not timed (numba compilation, the first reset).
+machine still says how much CPU a step costs. One rollout is played first and not timed (numba compilation, the
+first reset).
 ``--profile`` prints cProfile's 35 most expensive calls (cumulative). ``--init-from`` starts from a saved agent's
 weights (e.g. a run's ``checkpoints/last.zip`` after the warm start): the states, and so a step's cost, are then
 those a trained policy reaches, where an untrained one leaves more jobs waiting (more window rows per state).

@@ -146,8 +146,9 @@ RESUME_FREE = frozenset({"out", "progress_bar", "log_every", "device", "torch_th
 
 # integer settings and their least allowed value (0 = "none": no warm start, no periodic evaluation between the
 # ones before and after training, no final table); those in _MAY_BE_NONE also take None (no step cap)
-_COUNTS = {"timesteps": 0, "n_envs": 1, "env_workers": 1, "torch_threads": 0, "d": 1, "n_steps": 1, "batch_size": 1, "n_epochs": 1,
-           "train_max_steps": 1, "bc_steps": 0, "bc_episodes": 0, "bc_holdout_episodes": 0, "bc_dagger_rounds": 0,
+_COUNTS = {"timesteps": 0, "n_envs": 1, "env_workers": 1, "torch_threads": 0, "d": 1, "n_steps": 1, "batch_size": 1,
+           "n_epochs": 1, "train_max_steps": 1, "bc_steps": 0, "bc_episodes": 0, "bc_holdout_episodes": 0,
+           "bc_dagger_rounds": 0,
            "bc_dagger_episodes": 0, "bc_dagger_steps": 0, "bc_dagger_max_steps": 1, "bc_batch_size": 1,
            "eval_freq": 0, "eval_episodes": 1, "eval_max_steps": 1, "final_eval_episodes": 0,
            "final_eval_max_steps": 1, "log_every": 1, "expert_episodes": 1,
@@ -161,8 +162,8 @@ _REALS = {"learning_rate": (0.0, math.inf, False), "bc_lr": (0.0, math.inf, Fals
           "teacher_coef": (0.0, math.inf, True), "teacher_coef_end": (0.0, math.inf, True),
           "vf_coef": (0.0, math.inf, True), "max_grad_norm": (0.0, math.inf, False),
           "target_kl": (0.0, math.inf, False), "bc_value_coef": (0.0, math.inf, True)}
-_CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo"), "vec_env": ("dummy", "subproc", "grouped", "pipelined"),
-            "decode": DECODINGS}
+_CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo"),
+            "vec_env": ("dummy", "subproc", "grouped", "pipelined"), "decode": DECODINGS}
 
 
 def _is_int(v: Any) -> bool:

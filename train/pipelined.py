@@ -109,7 +109,8 @@ class PipelinedMaskablePPO(MaskablePPO):
                     rewards[i] += self.gamma * self.policy.predict_values(terminal)[0]
         rollout_buffer.add(_join(a["obs"], b["obs"]), np.concatenate((a["actions"], b["actions"])).reshape(-1, 1),
                            rewards, self._last_episode_starts, th.cat((a["values"], b["values"])),
-                           th.cat((a["log_probs"], b["log_probs"])), action_masks=np.concatenate((a["masks"], b["masks"])))
+                           th.cat((a["log_probs"], b["log_probs"])),
+                           action_masks=np.concatenate((a["masks"], b["masks"])))
         self._last_obs = new_obs
         self._last_episode_starts = dones
         return True

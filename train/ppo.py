@@ -64,8 +64,8 @@ def worker_env(env_id: str, config: dict):
 def training_envs(cfg: TrainConfig):
     """``n_envs`` envs on training windows (DummyVecEnv: in this process, so one forward pass serves every env's
     step; SubprocVecEnv with ``vec_env: subproc``; ``grouped``: ``env_workers`` processes stepping a group of
-    envs each, train/vec_env.py), each with a Monitor inside the reward wrapper, so logged episode returns stay
-    the env's own objective."""
+    envs each, train/vec_env.py; ``pipelined``: one such process, for train/pipelined.py's overlapped rollout),
+    each with a Monitor inside the reward wrapper, so logged episode returns stay the env's own objective."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
