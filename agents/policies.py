@@ -253,7 +253,7 @@ def pair_features(obs: dict[str, th.Tensor], h: float, gpu_slots: int = 0) -> tu
     tc = tasks[..., _PAIR_TASK_COLS].reshape(B * W, -1).index_select(0, row)  # (P, 5)
     server = b * K + k  # the pair's server in the flattened (B * K) servers
     sv = servers[..., _PAIR_SERVER_COLS].reshape(B * K, -1).index_select(0, server)  # (P, 6)
-    util = sv[:, :4]  # (P, 4): the utilisation vector
+    util, overloaded, free_gpu_mem = sv[:, :4], sv[:, 4], sv[:, 5]  # (P, 4): the utilisation vector; (P,), (P,)
     t_cpu, t_mem, t_gpu, is_ps, t_gpu_mem = tc.unbind(1)
     is_ps = is_ps > 0.5
     cpu_after, mem_after = util[:, U_CPU] + t_cpu, util[:, U_MEM] + t_mem
@@ -264,7 +264,7 @@ def pair_features(obs: dict[str, th.Tensor], h: float, gpu_slots: int = 0) -> tu
     min_load = th.where(real, l, th.full_like(l, 1e4)).amin(-1)  # (B, K)
     min_load = th.where(real.any(-1), min_load, th.zeros_like(min_load))
     gpu_after = min_load.reshape(-1).index_select(0, server) + t_gpu * (~is_ps).to(t_gpu.dtype)
-    head = (sv[:, 4] <= 0.5) & (cpu_after <= h + 1e-6) & (mem_after <= h + 1e-6) & gpu_ok
+    head = (overloaded <= 0.5) & (cpu_after <= h + 1e-6) & (mem_after <= h + 1e-6) & gpu_ok
     n_rows = B * W
     cand = head | (_row_reduce(head.to(util.dtype), row, n_rows, "amax", 0.0) < 0.5)  # the ideal host's set
     big = th.full_like(util, 1e4)
@@ -278,7 +278,7 @@ def pair_features(obs: dict[str, th.Tensor], h: float, gpu_slots: int = 0) -> tu
     nearest = (cand & (gap <= 1e-6)).to(dist.dtype)
     f = th.stack((th.ones_like(dist), head.to(dist.dtype), cand.to(dist.dtype), dist.clamp(max=4.0),
                   gap.clamp(max=4.0), nearest, aff, bwn, h - cpu_after, h - mem_after, h - gpu_after,
-                  sv[:, 5] - t_gpu_mem), -1)
+                  free_gpu_mem - t_gpu_mem), -1)
     return f, idx
 
 

@@ -30,7 +30,7 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import obs_as_tensor
 
-from clustergym.train.vec_env import GroupedSubprocVecEnv
+from clustergym.train.vec_env import GroupedSubprocVecEnv, concat_obs
 
 
 def _halves(n_envs: int) -> tuple[range, range]:
@@ -42,12 +42,6 @@ def _take(obs: Any, part: range) -> Any:
     if isinstance(obs, dict):
         return {k: v[part.start:part.stop] for k, v in obs.items()}
     return obs[part.start:part.stop]
-
-
-def _join(a: Any, b: Any) -> Any:
-    if isinstance(a, dict):
-        return {k: np.concatenate((a[k], b[k])) for k in a}
-    return np.concatenate((a, b))
 
 
 class PipelinedMaskablePPO(MaskablePPO):
@@ -72,7 +66,7 @@ class PipelinedMaskablePPO(MaskablePPO):
             next_a = self._send(env, half_a, done_a[0], done_a[4]) if t + 1 < n_rollout_steps else None
             done_b = env.step_part_wait(half_b)
             obs_b, masks_b = done_b[0], done_b[4]
-            new_obs, dones = _join(done_a[0], obs_b), np.concatenate((done_a[2], done_b[2]))
+            new_obs, dones = concat_obs((done_a[0], obs_b)), np.concatenate((done_a[2], done_b[2]))
             if not self._store(callback, rollout_buffer, a, b, new_obs, np.concatenate((done_a[1], done_b[1])),
                                dones, done_a[3] + done_b[3]):
                 if next_a is not None:
@@ -107,7 +101,7 @@ class PipelinedMaskablePPO(MaskablePPO):
                 terminal = self.policy.obs_to_tensor(info["terminal_observation"])[0]
                 with th.no_grad():
                     rewards[i] += self.gamma * self.policy.predict_values(terminal)[0]
-        rollout_buffer.add(_join(a["obs"], b["obs"]), np.concatenate((a["actions"], b["actions"])).reshape(-1, 1),
+        rollout_buffer.add(concat_obs((a["obs"], b["obs"])), np.concatenate((a["actions"], b["actions"])).reshape(-1, 1),
                            rewards, self._last_episode_starts, th.cat((a["values"], b["values"])),
                            th.cat((a["log_probs"], b["log_probs"])),
                            action_masks=np.concatenate((a["masks"], b["masks"])))

@@ -38,6 +38,13 @@ def _stack(observations: Sequence[Any]) -> Any:
     return np.stack(observations)
 
 
+def concat_obs(parts: Sequence[Any]) -> Any:
+    """Join batches of observations (dicts of arrays, or arrays) along their first axis, in order."""
+    if isinstance(parts[0], dict):
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return np.concatenate(parts)
+
+
 def _masks(envs: Sequence[gym.Env]) -> np.ndarray | None:
     """The envs' action masks stacked, or None where an env has none."""
     try:
@@ -182,7 +189,7 @@ class GroupedSubprocVecEnv(VecEnv):
             self._masks[part.start:part.stop] = masks
         else:
             self._masks = masks if len(part) == self.num_envs else None
-        return (self._concat(obs), np.concatenate(rewards), np.concatenate(dones), [i for a in infos for i in a],
+        return (concat_obs(obs), np.concatenate(rewards), np.concatenate(dones), [i for a in infos for i in a],
                 masks)
 
     def reset_async(self) -> None:
@@ -215,12 +222,7 @@ class GroupedSubprocVecEnv(VecEnv):
         self._masks = None if any(m is None for m in masks) else np.concatenate(masks)
         self._reset_seeds()
         self._reset_options()
-        return self._concat(obs)
-
-    def _concat(self, parts: Sequence[Any]) -> Any:
-        if isinstance(parts[0], dict):
-            return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        return np.concatenate(parts)
+        return concat_obs(obs)
 
     def close(self) -> None:
         if self.closed:
