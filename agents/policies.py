@@ -259,7 +259,8 @@ def pair_features(obs: dict[str, th.Tensor], h: float, gpu_slots: int = 0) -> tu
     cpu_after, mem_after = util[:, U_CPU] + t_cpu, util[:, U_MEM] + t_mem
     real = loads >= 0  # (B, K, G)
     l = loads.clamp_min(0.0)
-    lp, realp = l.reshape(B * K, -1).index_select(0, server), real.reshape(B * K, -1).index_select(0, server)  # (P, G)
+    pair_loads = loads.reshape(B * K, -1).index_select(0, server)  # (P, G), -1 for an absent GPU slot
+    lp, realp = pair_loads.clamp_min(0.0), pair_loads >= 0
     gpu_ok = (realp & ((lp + t_gpu.unsqueeze(-1) <= h + 1e-6) | (lp <= 1e-6))).any(-1) | is_ps
     min_load = th.where(real, l, th.full_like(l, 1e4)).amin(-1)  # (B, K)
     min_load = th.where(real.any(-1), min_load, th.zeros_like(min_load))

@@ -108,11 +108,14 @@ def test_the_pass_lowers_the_teachers_cross_entropy(tmp_path):
     assert after[0] < before[0] and after[1] >= before[1]
 
 
-def test_recipe_runs_with_the_term_and_logs_it(tmp_path):
+@pytest.mark.parametrize("vec_env", ["dummy", "grouped"])
+def test_recipe_runs_with_the_term_and_logs_it(tmp_path, vec_env):
+    """Also with env workers, which reset early (reset_async): the teacher is set before that reset."""
     from test_train import TINY, _scalars
 
     res = ppo.train(load_config(None, {**TINY, "timesteps": 384, "expert": "mlf-h-req", "teacher_coef": 1.0,
-                                       "final_eval_episodes": 0, "out": str(tmp_path / "run")}))
+                                       "final_eval_episodes": 0, "out": str(tmp_path / "run"),
+                                       "vec_env": vec_env, "n_envs": 2}))
     tags = _scalars(Path(res["out"]) / "tb" / "ppo_1")
     for t in ("teacher/coef", "teacher/cross_entropy", "teacher/agreement"):
         assert t in tags, t

@@ -280,10 +280,11 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
 
     evaluate_and_checkpoint = partial(_evaluate_and_checkpoint, cfg, folder)
     tb_dir = str(folder.path / "tb")
-    # env workers reset during the first evaluation and learn() collects it; not when PPO has nothing left to do,
-    # nor with the teacher term, which asks the envs (env_method) before learning
-    if hasattr(model.env, "reset_async") and model.num_timesteps < cfg.timesteps and cfg.teacher_coef == 0:
-        model.env.reset_async()
+    if model.num_timesteps < cfg.timesteps:
+        if cfg.teacher_coef > 0:  # before any reset: the envs label each state they show with the teacher's action
+            model.env.env_method("set_teacher", teacher_name(cfg, folder))
+        if hasattr(model.env, "reset_async"):  # env workers reset during the first evaluation; learn() collects it
+            model.env.reset_async()
     with stop.graceful():
         if model.num_timesteps == 0 and not folder.state["evals"]:
             model.set_logger(configure_logger(0, tb_dir, "ppo", True))
@@ -299,7 +300,6 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
             if cfg.teacher_coef > 0:
                 from clustergym.agents.teacher_term import TeacherTerm
 
-                model.env.env_method("set_teacher", teacher_name(cfg, folder))
                 cbs.append(TeacherTerm(cfg.teacher_coef, cfg.timesteps, cfg.seed, cfg.teacher_coef_end))
             n0, t0 = model.num_timesteps, time.time()
             model.learn(cfg.timesteps - model.num_timesteps, callback=cbs, tb_log_name="ppo",
