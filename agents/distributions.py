@@ -19,6 +19,8 @@ from sb3_contrib.common.maskable.distributions import MaskableCategorical, Maska
 from stable_baselines3.common.distributions import CategoricalDistribution
 from torch.distributions import Categorical, Distribution
 
+MASKED_LOGIT = -1e8  # a masked action's logit, sb3-contrib's value
+
 
 class SoftmaxCategorical(Categorical):
     """A :class:`torch.distributions.Categorical` whose logits are normalised with ``log_softmax``."""
@@ -51,24 +53,63 @@ class SoftmaxCategorical(Categorical):
 
 class SoftmaxMaskableCategorical(MaskableCategorical, SoftmaxCategorical):
     """sb3-contrib's :class:`MaskableCategorical` (masking, masked entropy) on :class:`SoftmaxCategorical`'s
-    normalisation: its ``super().__init__`` calls resolve to :class:`SoftmaxCategorical`. Built without masks,
-    it normalises once (sb3-contrib's constructor normalises the already normalised logits a second time)."""
+    normalisation. The logits it is built with are kept as given and normalised once, after masking (sb3-contrib
+    normalises them, masks the normalised logits and normalises again): the same distribution up to rounding."""
 
     def __init__(self, probs: th.Tensor | None = None, logits: th.Tensor | None = None,
                  validate_args: bool | None = None, masks: th.Tensor | None = None) -> None:
         self.masks = None
-        SoftmaxCategorical.__init__(self, probs, logits, validate_args)
-        self._original_logits = self.logits
+        if probs is not None or logits is None or logits.dim() < 1:
+            SoftmaxCategorical.__init__(self, probs, logits, validate_args)  # probabilities, or torch's own error
+            self._original_logits = self.logits
+            if masks is not None:
+                self.apply_masking(masks)
+            return
+        self._original_logits = logits
+        self._validate_args = Distribution._validate_args if validate_args is None else bool(validate_args)
+        self.apply_masking(masks)
+
+    def apply_masking(self, masks: th.Tensor | None) -> None:
+        """Masked actions' logits set to -1e8 (sb3-contrib's value), then normalised; ``None`` restores the
+        logits the distribution was built with."""
+        logits = self._original_logits
+        self.masks = None
         if masks is not None:
-            self.apply_masking(masks)
+            self.masks = th.as_tensor(masks, dtype=th.bool, device=logits.device).reshape(logits.shape)
+            logits = th.where(self.masks, logits, th.tensor(MASKED_LOGIT, dtype=logits.dtype, device=logits.device))
+        self.__dict__.pop("probs", None)  # a cached probability vector belongs to the logits before
+        SoftmaxCategorical.__init__(self, logits=logits, validate_args=self._validate_args)
 
 
 class SoftmaxMaskableCategoricalDistribution(MaskableCategoricalDistribution):
-    """MaskablePPO's action distribution, building :class:`SoftmaxMaskableCategorical`."""
+    """MaskablePPO's action distribution, building :class:`SoftmaxMaskableCategorical` when first used: masked
+    at once when :meth:`apply_masking` comes first (MaskablePPO's forward, ``evaluate_actions`` and
+    ``get_distribution`` with masks), so the logits are normalised once per forward pass."""
+
+    def __init__(self, action_dim: int) -> None:
+        self._logits: th.Tensor | None = None  # the logits of proba_distribution, not built into a distribution yet
+        self._built: SoftmaxMaskableCategorical | None = None
+        super().__init__(action_dim)
+
+    @property
+    def distribution(self) -> SoftmaxMaskableCategorical | None:
+        if self._built is None and self._logits is not None:
+            self._built, self._logits = SoftmaxMaskableCategorical(logits=self._logits), None
+        return self._built
+
+    @distribution.setter
+    def distribution(self, value: SoftmaxMaskableCategorical | None) -> None:
+        self._built, self._logits = value, None
 
     def proba_distribution(self, action_logits: th.Tensor) -> SoftmaxMaskableCategoricalDistribution:
-        self.distribution = SoftmaxMaskableCategorical(logits=action_logits.view(-1, self.action_dim))
+        self._built, self._logits = None, action_logits.view(-1, self.action_dim)
         return self
+
+    def apply_masking(self, masks: th.Tensor | None) -> None:
+        if self._built is None and self._logits is not None:
+            self.distribution = SoftmaxMaskableCategorical(logits=self._logits, masks=masks)
+        else:
+            self.distribution.apply_masking(masks)
 
 
 class SoftmaxCategoricalDistribution(CategoricalDistribution):

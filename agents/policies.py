@@ -54,13 +54,14 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.policies import ActorCriticPolicy, BaseModel
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
-from clustergym.agents.distributions import SoftmaxCategoricalDistribution, SoftmaxMaskableCategoricalDistribution
+from clustergym.agents import feature_kernels as kernels
+from clustergym.agents.distributions import (MASKED_LOGIT, SoftmaxCategoricalDistribution,
+                                             SoftmaxMaskableCategoricalDistribution)
 from clustergym.core.engine import SimConfig
 from clustergym.core.workload import STOP_OPTIONS
 from clustergym.observation import FIXED_TASK_COLUMNS, SERVER_COLUMNS
 
 OBS_KEYS = ("tasks", "servers", "gpu_loads", "global", "affinity")
-MASKED_LOGIT = -1e8
 N_GPU_STATS = 4  # mean, max, min load over real GPUs, idle-GPU fraction
 
 
@@ -103,18 +104,18 @@ def _segment_mean(x: th.Tensor, state: th.Tensor, n_states: int, counts: th.Tens
     return total.index_add(0, state, x) / counts
 
 
-def gpu_stats(gpu_loads: th.Tensor) -> th.Tensor:
-    """(B, K, G) per-GPU loads with -1 padding -> (B, K, 4): mean, max, min load and idle fraction."""
-    real = (gpu_loads >= 0).float()
-    n = real.sum(-1).clamp_min(1.0)
-    load = gpu_loads.clamp_min(0.0)
-    mean = (load * real).sum(-1) / n
-    mx = (load * real).amax(-1)
-    mn = th.where(real > 0, load, th.full_like(load, 1e4)).amin(-1)
-    mn = th.where(real.sum(-1) > 0, mn, th.zeros_like(mn))
-    idle = ((load <= 1e-6).float() * real).sum(-1) / n
-    return th.stack((mean, mx, mn, idle), dim=-1)
+def _np(x: th.Tensor) -> np.ndarray:
+    return x.detach().cpu().numpy()
 
+
+def _tensor(a: np.ndarray, like: th.Tensor) -> th.Tensor:
+    return th.from_numpy(a).to(device=like.device, dtype=like.dtype)
+
+
+def gpu_stats(gpu_loads: th.Tensor) -> th.Tensor:
+    """(B, K, G) per-GPU loads with -1 padding -> (B, K, 4): mean, max, min load over the real GPUs and their
+    idle fraction (zeros for a server without GPUs)."""
+    return _tensor(kernels.gpu_stats(_np(gpu_loads)), gpu_loads)
 
 # observation columns by name: the task columns at a fixed index in every configuration, the server columns
 T = {name: i for i, name in enumerate(FIXED_TASK_COLUMNS)}
@@ -134,9 +135,6 @@ N_SLOT_FEATS = 3  # a GPU slot's load, whether it is idle, whether it exists (gp
 N_SUB_FEATS = 2  # a sub-batch option's log2(steps) / 11 and a constant 1
 
 
-def _unsq(x: th.Tensor) -> th.Tensor:
-    """Inverse of the observation's squashing x/(1+|x|) (hours from sq/ssq time features), capped at 1e3."""
-    return (x / (1.0 - x.abs()).clamp_min(1e-3)).clamp(-1e3, 1e3)
 
 
 def job_columns(task_dim: int) -> dict[str, int]:
@@ -157,45 +155,24 @@ def row_features(tasks: th.Tensor, cols: dict[str, int]) -> th.Tensor:
     partition share; and the relative ones behind its
     ordering (parameter servers first, then partly placed jobs, ties by arrival): "is a PS", "is the earliest
     PS row", "job partly placed", job index minus the earliest row's. Reductions are masked min over present
-    rows, so the features are permutation-equivariant and independent of W. ``cols``: :func:`job_columns`."""
-    present = tasks[..., T["present"]] > 0.5
-    slack = _unsq(tasks[..., cols["slack"]])
-    inv_slack = th.sign(slack) / slack.abs().clamp_min(1.0 / 60.0)
-    wait = _unsq(tasks[..., T["task_waiting_time"]])
-    remaining = _unsq(tasks[..., cols["remaining"]])
-    inv_remaining = 1.0 / remaining.clamp_min(1.0 / 60.0)
-    lshare = tasks[..., cols["urgency"]] * 10.0 * tasks[..., T["partition_share"]]
-    is_ps = (tasks[..., T["is_ps"]] > 0.5) & present
-    jidx = tasks[..., cols["job_index"]]
-    big = th.full_like(jidx, 1e4)
-    ps_first = th.where(is_ps, jidx, big).amin(-1, keepdim=True)
-    earliest_ps = (is_ps & (jidx <= ps_first + 1e-7)).float()
-    rel = jidx - th.where(present, jidx, big).amin(-1, keepdim=True).clamp(max=1.0)
-    waiting = tasks[..., T["is_running"]] < 0.5
-    partly = ((tasks[..., cols["placed"]] > 0) & waiting & present).float()  # waiting task, gang begun
-    f = th.stack((inv_slack.clamp(-60.0, 60.0) / 10.0, inv_remaining / 10.0, wait.clamp(max=100.0) / 10.0, lshare,
-                  is_ps.float(),
-                  earliest_ps, partly, rel * 10.0), -1)
-    return f * present.unsqueeze(-1).float()
+    rows, so the features are permutation-equivariant and independent of W; absent rows are zero.
+    ``cols``: :func:`job_columns`. Computed by :func:`clustergym.agents.feature_kernels.row_features`."""
+    return _tensor(kernels.row_features(_np(tasks), T["present"], cols["slack"], T["task_waiting_time"],
+                                        cols["remaining"], cols["urgency"], T["partition_share"], T["is_ps"],
+                                        cols["job_index"], T["is_running"], cols["placed"]), tasks)
+
+_STOP_COLS = {kind: np.array([T[f"{kind}_{o}"] for o in _OPT]) for kind in ("stop", "own_stop", "target")}
 
 
-def stop_features(tasks: th.Tensor) -> th.Tensor:
-    """Weight-free (row, stop option) features (B, W, 3, 9) for the stop-option logits, from the row's job's
-    columns: the option's one-hot; whether it is the job's current and its user's own option; whether the
-    system may change the rule; the option's target minus the progress so far (<= 0: the job would finish at
-    once) and minus the current target (< 0: fewer iterations); "finishes at once". Per row, so
-    permutation-equivariant and independent of W and K."""
-    B, W, _ = tasks.shape
-    col = lambda name: tasks[..., T[name]]  # noqa: E731
-    progress, target = col("progress"), col("target_progress")
-    eye = th.eye(N_STOP, dtype=tasks.dtype, device=tasks.device).expand(B, W, N_STOP, N_STOP)
-    per = []
-    for o in _OPT:
-        t_o = col(f"target_{o}")
-        per.append(th.stack((col(f"stop_{o}"), col(f"own_stop_{o}"), col("stop_changeable"), t_o - progress,
-                             t_o - target, (t_o <= progress).to(tasks.dtype)), -1))
-    return th.cat((eye, th.stack(per, 2)), -1)
-
+def stop_features(tasks: th.Tensor, rows_b: th.Tensor, rows_r: th.Tensor) -> th.Tensor:
+    """Weight-free (row, stop option) features (R, 3, 9) for the stop-option logits of the task rows
+    (``rows_b[i]``, ``rows_r[i]``), from the row's job's columns: the option's one-hot; whether it is the job's
+    current and its user's own option; whether the system may change the rule; the option's target minus the
+    progress so far (<= 0: the job would finish at once) and minus the current target (< 0: fewer
+    iterations); "finishes at once". Per row, so permutation-equivariant and independent of W and K."""
+    return _tensor(kernels.stop_features(_np(tasks), _np(rows_b), _np(rows_r), T["progress"], T["target_progress"],
+                                         T["stop_changeable"], _STOP_COLS["stop"], _STOP_COLS["own_stop"],
+                                         _STOP_COLS["target"]), tasks)
 
 def valid_pairs(obs: dict[str, th.Tensor], gpu_slots: int = 0) -> th.Tensor:
     """The (B, W, K) valid (task row, destination server) pairs: the placement part of the action mask (with
@@ -213,16 +190,8 @@ def valid_pairs(obs: dict[str, th.Tensor], gpu_slots: int = 0) -> th.Tensor:
 
 
 # the task and server columns the pair features read, in the order pair_features unpacks them
-_PAIR_TASK_COLS = [T[c] for c in ("cpu_demand", "mem_demand", "gpu_util_demand", "is_ps", "gpu_mem_demand")]
-_PAIR_SERVER_COLS = [*range(S_UTIL.start, S_UTIL.stop), S["overloaded"], S["free_gpu_mem"]]
-
-
-def _row_reduce(values: th.Tensor, row: th.Tensor, n_rows: int, how: str, init: float) -> th.Tensor:
-    """Per-row ``how`` ("amin"/"amax") of the pairs' ``values`` ((P,) or (P, m)) whose rows are ``row``, with
-    ``init`` taking part (an empty row gives ``init``), read back per pair."""
-    idx = row if values.dim() == 1 else row.unsqueeze(-1).expand_as(values)
-    out = th.full((n_rows, *values.shape[1:]), init, dtype=values.dtype, device=values.device)
-    return out.scatter_reduce(0, idx, values, how, include_self=True)[row]
+_PAIR_TASK_COLS = np.array([T[c] for c in ("cpu_demand", "mem_demand", "gpu_util_demand", "is_ps", "gpu_mem_demand")])
+_PAIR_SERVER_COLS = np.array([*range(S_UTIL.start, S_UTIL.stop), S["overloaded"], S["free_gpu_mem"]])
 
 
 def pair_features(obs: dict[str, th.Tensor], h: float, gpu_slots: int = 0) -> tuple[th.Tensor, th.Tensor]:
@@ -243,44 +212,12 @@ def pair_features(obs: dict[str, th.Tensor], h: float, gpu_slots: int = 0) -> tu
 
     Every feature is computed per pair or reduced over a row's valid pairs with min/max, so the result is
     permutation-equivariant and independent of W, K and G."""
-    tasks, servers, loads = obs["tasks"], obs["servers"], obs["gpu_loads"]
-    B, W, _ = tasks.shape
-    K = servers.shape[1]
-    idx = valid_pairs(obs, gpu_slots).nonzero()
-    b, r, k = idx.unbind(1)
-    row = b * W + r  # the pair's row in the flattened (B * W) rows
-    # only the columns read below are gathered per pair, by one index_select on the flattened rows/servers
-    tc = tasks[..., _PAIR_TASK_COLS].reshape(B * W, -1).index_select(0, row)  # (P, 5)
-    server = b * K + k  # the pair's server in the flattened (B * K) servers
-    sv = servers[..., _PAIR_SERVER_COLS].reshape(B * K, -1).index_select(0, server)  # (P, 6)
-    util, overloaded, free_gpu_mem = sv[:, :4], sv[:, 4], sv[:, 5]  # (P, 4): the utilisation vector; (P,), (P,)
-    t_cpu, t_mem, t_gpu, is_ps, t_gpu_mem = tc.unbind(1)
-    is_ps = is_ps > 0.5
-    cpu_after, mem_after = util[:, U_CPU] + t_cpu, util[:, U_MEM] + t_mem
-    real = loads >= 0  # (B, K, G)
-    l = loads.clamp_min(0.0)
-    pair_loads = loads.reshape(B * K, -1).index_select(0, server)  # (P, G), -1 for an absent GPU slot
-    lp, realp = pair_loads.clamp_min(0.0), pair_loads >= 0
-    gpu_ok = (realp & ((lp + t_gpu.unsqueeze(-1) <= h + 1e-6) | (lp <= 1e-6))).any(-1) | is_ps
-    min_load = th.where(real, l, th.full_like(l, 1e4)).amin(-1)  # (B, K)
-    min_load = th.where(real.any(-1), min_load, th.zeros_like(min_load))
-    gpu_after = min_load.reshape(-1).index_select(0, server) + t_gpu * (~is_ps).to(t_gpu.dtype)
-    head = (overloaded <= 0.5) & (cpu_after <= h + 1e-6) & (mem_after <= h + 1e-6) & gpu_ok
-    n_rows = B * W
-    cand = head | (_row_reduce(head.to(util.dtype), row, n_rows, "amax", 0.0) < 0.5)  # the ideal host's set
-    big = th.full_like(util, 1e4)
-    ideal = _row_reduce(th.where(cand.unsqueeze(-1), util, big), row, n_rows, "amin", 1e4)  # (P, 4)
-    aff = obs["affinity"].reshape(-1).index_select(0, row * K + k) if "affinity" in obs else th.zeros_like(cpu_after)
-    amax = _row_reduce(th.where(cand, aff, th.zeros_like(aff)), row, n_rows, "amax", 0.0)
-    bwn = th.where(amax > 0, aff / amax.clamp_min(1e-9), th.zeros_like(aff))
-    dist = ((util - ideal) ** 2).sum(-1) + (bwn - (amax > 0).to(aff.dtype)) ** 2
-    dmin = _row_reduce(th.where(cand, dist, th.full_like(dist, 1e4)), row, n_rows, "amin", 1e4)
-    gap = th.where(cand, dist - dmin, th.ones_like(dist))
-    nearest = (cand & (gap <= 1e-6)).to(dist.dtype)
-    f = th.stack((th.ones_like(dist), head.to(dist.dtype), cand.to(dist.dtype), dist.clamp(max=4.0),
-                  gap.clamp(max=4.0), nearest, aff, bwn, h - cpu_after, h - mem_after, h - gpu_after,
-                  free_gpu_mem - t_gpu_mem), -1)
-    return f, idx
+    valid = valid_pairs(obs, gpu_slots)
+    tasks = obs["tasks"]
+    aff = _np(obs["affinity"]) if "affinity" in obs else np.zeros((0, 0, 0), dtype=np.float32)
+    f, idx = kernels.pair_features(_np(tasks), _np(obs["servers"]), _np(obs["gpu_loads"]), aff, _np(valid),
+                                   float(h), _PAIR_TASK_COLS, _PAIR_SERVER_COLS, U_CPU, U_MEM)
+    return _tensor(f, tasks), th.from_numpy(idx).to(tasks.device)
 
 
 class PairwiseEncoder(nn.Module):
@@ -368,7 +305,7 @@ class PairwiseEncoder(nn.Module):
         cols.append(th.where(job_row, self.preempt(ht), self.requeue(ht)))  # (R, 1) "back to the queue"
         mask = obs.get("action_mask")
         if mask is not None and (mask.shape[-1] - 1) // W > cols[0].shape[-1] + 1 + self.sub_batches:
-            cols.append(_mlp_of_concat(self.stop, ht.unsqueeze(1), stop_features(tasks)[pb, pr]).squeeze(-1))
+            cols.append(_mlp_of_concat(self.stop, ht.unsqueeze(1), stop_features(tasks, pb, pr)).squeeze(-1))
         if self.sub_batches:
             cols.append(self._sub_batch_scores(ht))
         row_scores = th.cat(cols, -1) + self.row(ht)  # (R, C)
