@@ -79,9 +79,20 @@ class PipelinedMaskablePPO(MaskablePPO):
         callback.on_rollout_end()
         return True
 
+    def train(self) -> None:
+        """PPO's update with one more torch thread than the rollout: the worker's core idles while the learner
+        updates (measured on the 2-core machine: about a tenth more env steps/s than the update on one thread;
+        in the rollout, a second thread only contends with the worker)."""
+        threads = th.get_num_threads()
+        th.set_num_threads(threads + 1)
+        try:
+            super().train()
+        finally:
+            th.set_num_threads(threads)
+
     def _send(self, env: GroupedSubprocVecEnv, part: range, obs: Any, masks: np.ndarray) -> dict:
         """Score one half's observations, send its actions to the worker, and keep what the buffer needs."""
-        with th.no_grad():
+        with th.inference_mode():  # no autograd bookkeeping at all: about a tenth off this forward pass on the CPU
             actions, values, log_probs = self.policy(obs_as_tensor(obs, self.device), action_masks=masks)
         actions = actions.cpu().numpy()
         env.step_part_async(part, actions)
