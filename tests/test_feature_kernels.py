@@ -19,7 +19,7 @@ S = P.S
 # ---- the oracle: the torch code the kernels replaced ----
 
 def torch_gpu_stats(gpu_loads: th.Tensor) -> th.Tensor:
-    """(B, K, G) per-GPU loads with -1 padding -> (B, K, 4): mean, max, min load and idle fraction."""
+    """The torch code of gpu_stats that the kernels replaced (its meaning: agents/policies.py)."""
     real = (gpu_loads >= 0).float()
     n = real.sum(-1).clamp_min(1.0)
     load = gpu_loads.clamp_min(0.0)
@@ -33,19 +33,13 @@ def torch_gpu_stats(gpu_loads: th.Tensor) -> th.Tensor:
 
 
 def torch_unsq(x: th.Tensor) -> th.Tensor:
-    """Inverse of the observation's squashing x/(1+|x|) (hours from sq/ssq time features), capped at 1e3."""
+    """The torch code of the observation's inverse squashing that the kernels replaced (its meaning: agents/policies.py)."""
     return (x / (1.0 - x.abs()).clamp_min(1e-3)).clamp(-1e3, 1e3)
 
 
 
 def torch_row_features(tasks: th.Tensor, cols: dict[str, int]) -> th.Tensor:
-    """Weight-free per-row features (B, W, 8) for the row score, restating the inputs of MLF-H's priority
-    (MLFS Eqs. 2-6) that the squashed observation hides from a small MLP: 1/deadline slack in hours (clamped
-    at one minute, sign kept), 1/remaining run time in hours (clamped at one minute), waiting hours, urgency x
-    partition share; and the relative ones behind its
-    ordering (parameter servers first, then partly placed jobs, ties by arrival): "is a PS", "is the earliest
-    PS row", "job partly placed", job index minus the earliest row's. Reductions are masked min over present
-    rows, so the features are permutation-equivariant and independent of W. ``cols``: :func:`job_columns`."""
+    """The torch code of row_features that the kernels replaced (its meaning: agents/policies.py)."""
     present = tasks[..., T["present"]] > 0.5
     slack = torch_unsq(tasks[..., cols["slack"]])
     inv_slack = th.sign(slack) / slack.abs().clamp_min(1.0 / 60.0)
@@ -69,11 +63,7 @@ def torch_row_features(tasks: th.Tensor, cols: dict[str, int]) -> th.Tensor:
 
 
 def torch_stop_features(tasks: th.Tensor) -> th.Tensor:
-    """Weight-free (row, stop option) features (B, W, 3, 9) for the stop-option logits, from the row's job's
-    columns: the option's one-hot; whether it is the job's current and its user's own option; whether the
-    system may change the rule; the option's target minus the progress so far (<= 0: the job would finish at
-    once) and minus the current target (< 0: fewer iterations); "finishes at once". Per row, so
-    permutation-equivariant and independent of W and K."""
+    """The torch code of stop_features that the kernels replaced (its meaning: agents/policies.py)."""
     B, W, _ = tasks.shape
     col = lambda name: tasks[..., T[name]]  # noqa: E731
     progress, target = col("progress"), col("target_progress")
@@ -88,8 +78,7 @@ def torch_stop_features(tasks: th.Tensor) -> th.Tensor:
 
 
 def torch_row_reduce(values: th.Tensor, row: th.Tensor, n_rows: int, how: str, init: float) -> th.Tensor:
-    """Per-row ``how`` ("amin"/"amax") of the pairs' ``values`` ((P,) or (P, m)) whose rows are ``row``, with
-    ``init`` taking part (an empty row gives ``init``), read back per pair."""
+    """The torch code of the per-row reduction that the kernels replaced (its meaning: agents/policies.py)."""
     idx = row if values.dim() == 1 else row.unsqueeze(-1).expand_as(values)
     out = th.full((n_rows, *values.shape[1:]), init, dtype=values.dtype, device=values.device)
     return out.scatter_reduce(0, idx, values, how, include_self=True)[row]
@@ -97,23 +86,7 @@ def torch_row_reduce(values: th.Tensor, row: th.Tensor, n_rows: int, how: str, i
 
 
 def torch_pair_features(obs: dict[str, th.Tensor], h: float, gpu_slots: int = 0) -> tuple[th.Tensor, th.Tensor]:
-    """Weight-free features of the valid (task row, destination) pairs, (P, 12), and their indices (P, 3) as
-    (batch, row, server) in row-major order (:func:`valid_pairs`). Only valid pairs are computed: an invalid
-    pair's logit is masked and it takes no part in the end-round score, so its features would change nothing.
-    They restate MLF-H's placement rule (MLFS §3.3.2) in observation terms, with ``h`` the env's overload
-    threshold h_r (:func:`overload_threshold`):
-
-    - ``fit`` (1 for every valid pair); ``head``: an estimate of "underloaded and not overloaded by this task"
-      (server not overloaded, CPU/memory use + the task's demand <= h, a GPU whose load + the task's GPU use
-      <= h or an idle GPU; a parameter server needs no GPU);
-    - the squared Euclidean distance of the server's utilisation (gpu, cpu, mem, net) to the row's ideal
-      virtual host (element-wise minimum over the row's ``head`` servers, else its valid servers) plus the
-      bandwidth term (affinity / its row maximum vs 1), its gap to the row minimum and an "is the nearest"
-      flag;
-    - affinity, the headroom margins (CPU, memory, best GPU), and the free-capacity margin of GPU memory.
-
-    Every feature is computed per pair or reduced over a row's valid pairs with min/max, so the result is
-    permutation-equivariant and independent of W, K and G."""
+    """The torch code of pair_features that the kernels replaced (its meaning: agents/policies.py)."""
     tasks, servers, loads = obs["tasks"], obs["servers"], obs["gpu_loads"]
     B, W, _ = tasks.shape
     K = servers.shape[1]
