@@ -117,6 +117,7 @@ def gpu_stats(gpu_loads: th.Tensor) -> th.Tensor:
     idle fraction (zeros for a server without GPUs)."""
     return _tensor(kernels.gpu_stats(_np(gpu_loads)), gpu_loads)
 
+
 # observation columns by name: the task columns at a fixed index in every configuration, the server columns
 T = {name: i for i, name in enumerate(FIXED_TASK_COLUMNS)}
 S = {name: i for i, name in enumerate(SERVER_COLUMNS)}
@@ -133,8 +134,6 @@ N_STOP = len(STOP_OPTIONS)
 N_STOP_FEATS = N_STOP + 6
 N_SLOT_FEATS = 3  # a GPU slot's load, whether it is idle, whether it exists (gpu_loads >= 0)
 N_SUB_FEATS = 2  # a sub-batch option's log2(steps) / 11 and a constant 1
-
-
 
 
 def job_columns(task_dim: int) -> dict[str, int]:
@@ -161,6 +160,7 @@ def row_features(tasks: th.Tensor, cols: dict[str, int]) -> th.Tensor:
                                         cols["remaining"], cols["urgency"], T["partition_share"], T["is_ps"],
                                         cols["job_index"], T["is_running"], cols["placed"]), tasks)
 
+
 _STOP_COLS = {kind: np.array([T[f"{kind}_{o}"] for o in _OPT]) for kind in ("stop", "own_stop", "target")}
 
 
@@ -173,6 +173,7 @@ def stop_features(tasks: th.Tensor, rows_b: th.Tensor, rows_r: th.Tensor) -> th.
     return _tensor(kernels.stop_features(_np(tasks), _np(rows_b), _np(rows_r), T["progress"], T["target_progress"],
                                          T["stop_changeable"], _STOP_COLS["stop"], _STOP_COLS["own_stop"],
                                          _STOP_COLS["target"]), tasks)
+
 
 def valid_pairs(obs: dict[str, th.Tensor], gpu_slots: int = 0) -> th.Tensor:
     """The (B, W, K) valid (task row, destination server) pairs: the placement part of the action mask (with

@@ -31,11 +31,9 @@ def torch_gpu_stats(gpu_loads: th.Tensor) -> th.Tensor:
     return th.stack((mean, mx, mn, idle), dim=-1)
 
 
-
 def torch_unsq(x: th.Tensor) -> th.Tensor:
-    """The torch code of the observation's inverse squashing that the kernels replaced (its meaning: agents/policies.py)."""
+    """The torch code of the inverse squashing that the kernels replaced (its meaning: agents/feature_kernels.py)."""
     return (x / (1.0 - x.abs()).clamp_min(1e-3)).clamp(-1e3, 1e3)
-
 
 
 def torch_row_features(tasks: th.Tensor, cols: dict[str, int]) -> th.Tensor:
@@ -61,7 +59,6 @@ def torch_row_features(tasks: th.Tensor, cols: dict[str, int]) -> th.Tensor:
     return f * present.unsqueeze(-1).float()
 
 
-
 def torch_stop_features(tasks: th.Tensor) -> th.Tensor:
     """The torch code of stop_features that the kernels replaced (its meaning: agents/policies.py)."""
     B, W, _ = tasks.shape
@@ -76,13 +73,11 @@ def torch_stop_features(tasks: th.Tensor) -> th.Tensor:
     return th.cat((eye, th.stack(per, 2)), -1)
 
 
-
 def torch_row_reduce(values: th.Tensor, row: th.Tensor, n_rows: int, how: str, init: float) -> th.Tensor:
     """The torch code of the per-row reduction that the kernels replaced (its meaning: agents/policies.py)."""
     idx = row if values.dim() == 1 else row.unsqueeze(-1).expand_as(values)
     out = th.full((n_rows, *values.shape[1:]), init, dtype=values.dtype, device=values.device)
     return out.scatter_reduce(0, idx, values, how, include_self=True)[row]
-
 
 
 def torch_pair_features(obs: dict[str, th.Tensor], h: float, gpu_slots: int = 0) -> tuple[th.Tensor, th.Tensor]:
@@ -125,7 +120,6 @@ def torch_pair_features(obs: dict[str, th.Tensor], h: float, gpu_slots: int = 0)
                   gap.clamp(max=4.0), nearest, aff, bwn, h - cpu_after, h - mem_after, h - gpu_after,
                   free_gpu_mem - t_gpu_mem), -1)
     return f, idx
-
 
 
 # ---- the comparisons ----

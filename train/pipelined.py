@@ -22,6 +22,7 @@ label at every step, which the overlap would race with; it needs another ``vec_e
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -84,7 +85,7 @@ class PipelinedMaskablePPO(MaskablePPO):
         updates (measured on the 2-core machine: about a tenth more env steps/s than the update on one thread;
         in the rollout, a second thread only contends with the worker)."""
         threads = th.get_num_threads()
-        th.set_num_threads(threads + 1)
+        th.set_num_threads(min(threads + 1, os.cpu_count() or threads + 1))
         try:
             super().train()
         finally:
