@@ -76,3 +76,22 @@ def test_one_sample_per_state_follows_the_probabilities_and_never_draws_a_masked
     last[:, -1] = -1e8  # the last action masked: never drawn, even for a uniform draw near 1
     d = SoftmaxMaskableCategorical(logits=last, masks=th.tensor([[True] * 4 + [False]] * 2))
     assert (th.stack([d.sample() for _ in range(2_000)]) < 4).all()
+
+
+def test_the_masked_distribution_normalises_once_per_forward_pass_and_still_serves_unmasked_use(monkeypatch):
+    """MaskablePPO builds the distribution, then masks it: the logits are normalised once, after masking. Read
+    without masks, the distribution is built from the logits as given."""
+    from clustergym.agents.distributions import SoftmaxMaskableCategoricalDistribution
+
+    logits, mask = _logits_and_mask(4)
+    calls = []
+    real = th.log_softmax
+    monkeypatch.setattr(th, "log_softmax", lambda *a, **k: calls.append(1) or real(*a, **k))
+    dist = SoftmaxMaskableCategoricalDistribution(300).proba_distribution(logits)
+    dist.apply_masking(mask)
+    assert len(calls) == 1
+    assert (dist.distribution.probs[~mask] == 0).all()
+    th.testing.assert_close(dist.log_prob(dist.mode()), MaskableCategorical(logits=logits, masks=mask).log_prob(
+        dist.mode()), rtol=1e-5, atol=1e-5)
+    plain = SoftmaxMaskableCategoricalDistribution(300).proba_distribution(logits)
+    th.testing.assert_close(plain.distribution.probs, th.softmax(logits, -1))  # built on first use, no masks

@@ -7,6 +7,7 @@ from functools import partial
 import numpy as np
 import pytest
 import torch as th
+from sb3_contrib import MaskablePPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -168,6 +169,27 @@ def test_pipelined_training_is_reproducible_and_refuses_the_teacher_term():
     assert all(th.equal(weights[0][k], weights[1][k]) for k in weights[0])
     with pytest.raises(ConfigError, match="pipelined needs algo maskable and teacher_coef 0"):
         load_config(overrides={"vec_env": "pipelined", "teacher_coef": 0.5})
+
+
+def test_the_pipelined_update_takes_one_more_thread_and_gives_it_back(monkeypatch):
+    """The worker's core idles while the learner updates, so the update runs on one more torch thread (at most
+    the machine's cores) and the rollout's count is restored after it, also when the update fails."""
+    from clustergym.train.pipelined import PipelinedMaskablePPO
+
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    seen = []
+    monkeypatch.setattr(MaskablePPO, "train", lambda self: seen.append(th.get_num_threads()))
+    before = th.get_num_threads()
+    th.set_num_threads(1)
+    try:
+        PipelinedMaskablePPO.train(object.__new__(PipelinedMaskablePPO))
+        assert seen == [2] and th.get_num_threads() == 1
+        monkeypatch.setattr(MaskablePPO, "train", lambda self: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            PipelinedMaskablePPO.train(object.__new__(PipelinedMaskablePPO))
+        assert th.get_num_threads() == 1
+    finally:
+        th.set_num_threads(before)
 
 
 def test_a_stopped_pipelined_rollout_leaves_the_workers_in_step():
