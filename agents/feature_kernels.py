@@ -7,8 +7,9 @@ of the encoder's time on the CPU (each operation costs microseconds of dispatch 
 block is one call. They have no weights, so no gradient flows through them.
 
 Arithmetic is float32 throughout, as torch did it: the constants are float32 globals, so numba does not
-promote to float64. Results equal the torch expressions they replace up to the summation order of the
-four-term squared distance; ``tests/test_feature_kernels.py`` checks each against those expressions.
+promote to float64. Results equal the torch expressions they replace up to the summation order of short sums
+(the squared distance's four terms, a server's GPU loads); ``tests/test_feature_kernels.py`` checks each
+against those expressions.
 ``cache=True`` keeps the compiled code in ``__pycache__``.
 """
 from __future__ import annotations
