@@ -19,8 +19,6 @@ from sb3_contrib.common.maskable.distributions import MaskableCategorical, Maska
 from stable_baselines3.common.distributions import CategoricalDistribution
 from torch.distributions import Categorical, Distribution
 
-MASKED_LOGIT = -1e8  # a masked action's logit, sb3-contrib's value
-
 
 class SoftmaxCategorical(Categorical):
     """A :class:`torch.distributions.Categorical` whose logits are normalised with ``log_softmax``."""
@@ -70,15 +68,11 @@ class SoftmaxMaskableCategorical(MaskableCategorical, SoftmaxCategorical):
         self.apply_masking(masks)
 
     def apply_masking(self, masks: th.Tensor | None) -> None:
-        """Masked actions' logits set to -1e8 (sb3-contrib's value), then normalised; ``None`` restores the
-        logits the distribution was built with."""
-        logits = self._original_logits
-        self.masks = None
-        if masks is not None:
-            self.masks = th.as_tensor(masks, dtype=th.bool, device=logits.device).reshape(logits.shape)
-            logits = th.where(self.masks, logits, th.tensor(MASKED_LOGIT, dtype=logits.dtype, device=logits.device))
-        self.__dict__.pop("probs", None)  # a cached probability vector belongs to the logits before
-        SoftmaxCategorical.__init__(self, logits=logits, validate_args=self._validate_args)
+        """sb3-contrib's masking (masked logits -1e8; ``None`` restores the logits the distribution was built
+        with), from the logits as built: it reads the device and shape from ``self.logits``, which a distribution
+        built with masks does not have before its first normalisation."""
+        self.logits = self._original_logits
+        super().apply_masking(masks)
 
 
 class SoftmaxMaskableCategoricalDistribution(MaskableCategoricalDistribution):

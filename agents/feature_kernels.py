@@ -117,15 +117,6 @@ def gpu_stats(loads):
 
 
 @njit(cache=True)
-def _min_real_load(loads, b, k):
-    mn, any_real = BIG, False
-    for g in range(loads.shape[2]):
-        if loads[b, k, g] >= F0:
-            mn, any_real = min(mn, loads[b, k, g]), True
-    return mn if any_real else F0
-
-
-@njit(cache=True)
 def _gpu_fits(loads, b, k, t_gpu, thr):
     """Whether a real GPU of server k has load + t_gpu <= thr or is idle."""
     for g in range(loads.shape[2]):
@@ -153,6 +144,7 @@ def pair_features(tasks, servers, loads, affinity, valid, h, tcols, scols, u_cpu
     util = np.zeros((K, 4), dtype=np.float32)  # the row's pairs' utilisation vectors, by pair
     h32, thr = np.float32(h), np.float32(h + 1e-6)
     has_aff = affinity.shape[0] > 0
+    min_load = gpu_stats(loads)[:, :, 2]  # per server, once: the least loaded real GPU (0 without GPUs)
     p = 0
     for b in range(B):
         for r in range(W):
@@ -166,7 +158,7 @@ def pair_features(tasks, servers, loads, affinity, valid, h, tcols, scols, u_cpu
                 for j in range(4):
                     util[p - start, j] = servers[b, k, scols[j]]
                 cpu_after, mem_after = util[p - start, u_cpu] + t_cpu, util[p - start, u_mem] + t_mem
-                gpu_after = _min_real_load(loads, b, k) + t_gpu * (F0 if is_ps else F1)
+                gpu_after = min_load[b, k] + t_gpu * (F0 if is_ps else F1)
                 head = (servers[b, k, scols[4]] <= HALF and cpu_after <= thr and mem_after <= thr
                         and (is_ps or _gpu_fits(loads, b, k, t_gpu, thr)))
                 any_head = any_head or head

@@ -55,13 +55,13 @@ from stable_baselines3.common.policies import ActorCriticPolicy, BaseModel
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 from clustergym.agents import feature_kernels as kernels
-from clustergym.agents.distributions import (MASKED_LOGIT, SoftmaxCategoricalDistribution,
-                                             SoftmaxMaskableCategoricalDistribution)
+from clustergym.agents.distributions import SoftmaxCategoricalDistribution, SoftmaxMaskableCategoricalDistribution
 from clustergym.core.engine import SimConfig
 from clustergym.core.workload import STOP_OPTIONS
 from clustergym.observation import FIXED_TASK_COLUMNS, SERVER_COLUMNS
 
 OBS_KEYS = ("tasks", "servers", "gpu_loads", "global", "affinity")
+MASKED_LOGIT = -1e8
 N_GPU_STATS = 4  # mean, max, min load over real GPUs, idle-GPU fraction
 
 
