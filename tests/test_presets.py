@@ -18,6 +18,7 @@ EXPECTED = {  # name: (servers, GPUs, per-type GPU counts)
     "tiny-8": (2, 8, {"V100": 8}),
     "hetero-16": (4, 16, {"V100": 4, "P100": 4, "K80": 4, "T4": 4}),
     "pollux-64": (16, 64, {"T4": 64}),
+    "unisched-64": (16, 64, {"V100": 64}),
 }
 
 
@@ -42,6 +43,14 @@ def test_preset_counts(name):
 def test_mlfs_80_is_p3_8xlarge():
     for s in cluster_preset("mlfs-80").servers:
         assert (s.gpu_type, s.n_gpus, s.cpu_cores, s.memory_gb, s.nic_gbps) == ("V100", 4, 32, 244, 10.0)
+
+
+def test_unisched_64_is_the_unisched_testbed():
+    # UniSched §IV-B: 16 nodes x 4 V100, 64 cores, 256 GB, one 200 Gbps HDR InfiniBand NIC, PCIe 3.0 x16
+    from clustergym.core.presets import PCIE3_GBPS
+    for s in cluster_preset("unisched-64").servers:
+        assert (s.gpu_type, s.n_gpus, s.cpu_cores, s.memory_gb, s.nic_gbps, s.intra_gbps) == (
+            "V100", 4, 64, 256, 200.0, PCIE3_GBPS)
 
 
 def test_mlfs_2474_mostly_4_gpu():

@@ -204,6 +204,18 @@ def test_mlfs_scenarios_follow_section_4_1():
     assert len(starts) > 1
 
 
+def test_unisched64_is_mix1_on_unischeds_testbed():
+    # the same workload, mapping, leases and reward as UniSched-v1, on the cluster UniSched ran MIX1 on
+    for v in ("1", "2"):
+        testbed, mix1 = scenario_fields(f"clustergym/UniSched64-v{v}"), scenario_fields(f"clustergym/UniSched-v{v}")
+        assert testbed.pop("cluster") == "unisched-64" and mix1.pop("cluster") == "mlfs-80"
+        assert testbed == mix1
+    env = gym.make("clustergym/UniSched64-v2")
+    env.reset(seed=0)
+    sim = env.unwrapped.sim
+    assert sim.n_jobs == 100 and sim.cluster.n_gpus == 64 and set(sim.cluster.nic_gbps.tolist()) == {200.0}
+
+
 def test_default_is_contended_and_light_is_not():
     heavy = characterise.characterise(DEFAULT, {"split": "test"}, [10_000, 10_001, 10_002], "fifo", None)
     light = characterise.characterise(LIGHT, {"split": "test"}, [10_000, 10_001, 10_002], "fifo", None)
