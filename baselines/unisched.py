@@ -40,9 +40,13 @@ Every ``cycle_s`` (UniSched's BE lease, 5 minutes) the policy re-plans (UniSched
 Acting on the plan: in the plan's round, running jobs the plan does not keep are suspended (``preempt``;
 with the simulator's leases only at their lease's end, the MILP pins the others). Planned waiting jobs are
 then placed, SLO jobs first by deadline, then best-effort by value, one task per GPU: a consolidated or exact
-allocation puts the job on as few servers as its cells span (:func:`consolidated_order`), the single-GPU
-allocation spreads it. Jobs the
-plan leaves out wait for the next cycle, as in UniSched.
+allocation puts the job on as few servers as its cells span (:func:`consolidated_order`); the single-GPU
+allocation's level-0 cells go, with ``single_gpu_placement="best-fit"``, to the servers with the fewest free
+GPUs first (the buddy accounting of Eq. 14, which takes level-0 cells from the free level-0 cells before it
+splits a larger one), with ``"worst-fit"`` to the least loaded servers first. With ``place_as_planned`` a
+planned job starts only once the cells of the allocation the plan chose for it are free
+(:func:`~clustergym.baselines.unisched_milp.cells_free`); without it, on whatever GPUs the gang guard finds.
+Jobs the plan leaves out wait for the next cycle, as in UniSched.
 """
 from __future__ import annotations
 
@@ -55,9 +59,9 @@ from clustergym.core.dag import reference_iteration_time
 from clustergym.core.job import Job, TaskState
 from clustergym.core.view import ClusterView
 
-from .base import Candidates, Command, Policy, spread_order
-from .unisched_milp import (BE_VALUE_SCALE, MilpJob, Plan, allocation_options, cells_of, duration, iteration_time,
-                            solve_plan, sr_overhead)
+from .base import Candidates, Command, Policy, pack_order, spread_order
+from .unisched_milp import (BE_VALUE_SCALE, MilpJob, Plan, allocation_options, cells_free, cells_of, duration,
+                            iteration_time, solve_plan, sr_overhead)
 from .unisched_profile import PROFILE_VALUE, Profiler, stint_layout
 
 
@@ -88,12 +92,19 @@ class UniSched(Policy):
     min_speed_ratio: float = 0.5  # allocations slower than this x the consolidated one are not offered
     profile_s: float = 300.0  # the profiling stint (0: no profiling phase, the idle-reference estimates)
     profiled_estimates: bool = True  # False: profiling costs its time and GPUs but the estimates are the reference
+    place_as_planned: bool = False  # a planned job starts only once the cells of its planned allocation are free
+    # the single-GPU allocation's level-0 cells: "best-fit" takes them from the servers with the fewest free GPUs
+    # first (buddy allocation, the accounting of Eq. 14); "worst-fit" from the least loaded servers first
+    single_gpu_placement: str = "worst-fit"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.cycle_s > 0 or self.horizon_slots < 1 or not self.time_limit_s > 0 or self.max_jobs < 1:
             raise ValueError(f"unisched: cycle_s, time_limit_s must be > 0 and horizon_slots, max_jobs >= 1 "
                              f"(got {self.cycle_s}, {self.time_limit_s}, {self.horizon_slots}, {self.max_jobs})")
+        if self.single_gpu_placement not in ("best-fit", "worst-fit"):
+            raise ValueError(f"unisched: single_gpu_placement must be 'best-fit' or 'worst-fit' "
+                             f"(got {self.single_gpu_placement!r})")
         if not (math.isfinite(self.profile_s) and self.profile_s >= 0):
             raise ValueError(f"unisched: profile_s must be a finite number >= 0 (got {self.profile_s!r})")
         self.solves = 0
@@ -106,6 +117,7 @@ class UniSched(Policy):
         self._planned_at = -math.inf
         self._plan_round: tuple = ()
         self._spread: set[int] = set()
+        self._cells: dict[int, tuple[int, ...]] = {}
         self._profiles: dict[int, tuple[float, float, float]] = {}
         sizes = Counter(zip(view.server_n_gpus.tolist(), view.nic_gbps.tolist(), view.intra_gbps.tolist()))
         self._server = max(sizes, key=lambda k: sizes[k] * k[0])  # the server shape holding the most GPUs
@@ -216,8 +228,9 @@ class UniSched(Policy):
         self.last_status = plan.status
         self._plan, self._planned_at, self._plan_round = plan, view.now, (view.decisions, view.now)
         # jobs started on single GPUs (the fragmented allocation) are spread, the others packed
-        self._spread = {j.jid for j in jobs if not j.running and plan.run.get(j.jid, -1) >= 0 and j.n_gpus > 1
-                        and j.options[plan.run[j.jid]][0][0] == j.n_gpus}
+        self._cells = {j.jid: j.options[plan.run[j.jid]][0] for j in jobs
+                       if not j.running and plan.run.get(j.jid, -1) >= 0}
+        self._spread = {jid for jid, cells in self._cells.items() if cells[0] > 1 and not any(cells[1:])}
         return plan
 
     def _fallback(self, jobs: list[MilpJob], total: int) -> Plan:
@@ -237,10 +250,18 @@ class UniSched(Policy):
 
     # ------------------------------------------------------------------------------------------ commands
     def fits(self, view: ClusterView, job: Job, mode: str, servers) -> bool:
-        """The gang guard, with the profiling stints' GPUs counted as taken (the simulator sees them idle)."""
+        """The gang guard, with the profiling stints' GPUs counted as taken (the simulator sees them idle); with
+        ``place_as_planned``, a job waits until the cells of the allocation the plan chose for it are free
+        (UniSched runs a job on the cells its plan selects; placing it on whatever GPUs are free would spread a
+        consolidated allocation over more servers than its cells span)."""
         if not super().fits(view, job, mode, servers):
             return False
-        if job.n_placed > 0 or not self.profiler.stints:
+        if job.n_placed > 0:
+            return True
+        cells = self._cells.get(job.jid) if self.place_as_planned else None
+        if cells is not None:
+            return cells_free(self.profiler.free_gpus(view, servers).values(), cells)
+        if not self.profiler.stints:
             return True
         need = sum(1 for t in job.tasks if t.state == TaskState.WAITING and not t.is_ps)
         return sum(self.profiler.free_gpus(view, servers).values()) >= need
@@ -260,14 +281,21 @@ class UniSched(Policy):
         def key(job: Job) -> tuple:
             return (not job.spec.has_slo, job.spec.deadline if job.spec.has_slo else view.remaining_time(job))
 
-        def order(v: ClusterView, task, mask):
-            servers = (spread_order if task.job.jid in self._spread else consolidated_order)(v, task, mask)
-            # a profiling stint's GPUs look idle to the simulator: no worker goes on them, and a PS only where a
-            # waiting worker of its job still can (keep_ps_with_workers's dry run does not see the stints)
-            if task.is_ps and not any(t.state == TaskState.WAITING and not t.is_ps for t in task.job.tasks):
-                return servers
-            free = self.profiler.free_gpus(v, servers)  # per task: each placement of this round takes an idle GPU
-            return [s for s in servers if free[s] > 0]
-
         yield from self.job_first(view, Candidates(planned, cands.migrate, cands.servers, cands.can_preempt),
-                                  key, "exclusive", order, True)
+                                  key, "exclusive", self.server_order, True)
+
+    def server_order(self, view: ClusterView, task, mask) -> list[int]:
+        """Where a planned job's task may go, best first: its single-GPU allocation's level-0 cells by
+        ``single_gpu_placement``, any other allocation consolidated (:func:`consolidated_order`); never onto a
+        profiling stint's GPUs."""
+        if task.job.jid in self._spread:
+            single = pack_order if self.single_gpu_placement == "best-fit" else spread_order
+            servers = single(view, task, mask)
+        else:
+            servers = consolidated_order(view, task, mask)
+        # a profiling stint's GPUs look idle to the simulator: no worker goes on them, and a PS only where a
+        # waiting worker of its job still can (keep_ps_with_workers's dry run does not see the stints)
+        if task.is_ps and not any(t.state == TaskState.WAITING and not t.is_ps for t in task.job.tasks):
+            return servers
+        free = self.profiler.free_gpus(view, servers)  # per task: each placement of this round takes an idle GPU
+        return [s for s in servers if free[s] > 0]

@@ -29,9 +29,10 @@ its own level (conservative: freed cells do not merge). ``eps`` is small enough 
 """
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterable, Sequence
 
 # UniSched §III-C: profiler and BE jobs' rewards are below 1 (a profiler job's is 1); an SLO job's are 100, 80 ...
 BE_VALUE_SCALE = 0.99
@@ -99,6 +100,24 @@ def cells_of(n: int, top: int) -> tuple[int, ...]:
         if rest >> g & 1:
             out[g] += 1
     return tuple(out)
+
+
+def cells_free(idle: Iterable[int], cells: Sequence[int]) -> bool:
+    """Can an allocation of ``cells`` (the count of level-g cells, 2^g GPUs of one server each) be taken now
+    from servers with ``idle`` free GPUs each? A cell never spans servers. Largest cells first, each from the
+    server with the fewest free GPUs that holds it; since every cell size divides the larger ones, which server
+    gives a cell does not change how many smaller cells are left, so the answer is exact."""
+    free = sorted(i for i in idle if i > 0)
+    for g in range(len(cells) - 1, -1, -1):
+        size = 1 << g
+        for _ in range(cells[g]):
+            k = bisect.bisect_left(free, size)  # the fewest free GPUs that hold the cell
+            if k == len(free):
+                return False
+            rest = free.pop(k) - size
+            if rest:
+                bisect.insort(free, rest)
+    return True
 
 
 def allocation_options(n: int, top: int) -> list[tuple[tuple[int, ...], int]]:

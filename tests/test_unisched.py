@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from clustergym.baselines.unisched_milp import (InfeasibleMILP, MilpJob, allocation_options, cells_of,
@@ -127,3 +128,68 @@ def test_unisched_at_core_level_suspends_only_at_lease_ends():
     assert s["finished"] == 2 and rec[1]["deadline_met"]
     assert rec[0]["preemptions"] == 1 and rec[1]["first_start"] >= 300.0
     assert pol.solves >= 1 and pol.statuses["optimal"] == pol.solves
+
+
+def test_cells_free_takes_the_largest_cells_first_each_from_the_best_fitting_server():
+    from clustergym.baselines.unisched_milp import cells_free
+
+    # free GPUs per server (4-GPU servers: cells of 1, 2 and 4 GPUs)
+    assert cells_free([4, 1, 1, 2], (0, 0, 1)) and not cells_free([4, 1, 1, 2], (0, 0, 2))
+    assert cells_free([4, 1, 1, 2], (0, 1, 1))  # the 4-cell from the empty server, the 2-cell from the 2-free one
+    assert cells_free([4, 2], (0, 3, 0)) and not cells_free([4, 2], (1, 3, 0))  # a 4-cell splits into two 2-cells
+    assert cells_free([4, 1], (1, 0, 1))  # the single from the 1-free server: the 4-cell stays whole for the job
+    assert not cells_free([3, 3], (0, 0, 1))  # six free GPUs, but no 4-cell: a cell never spans servers
+    assert cells_free([1, 1, 1, 1], (4, 0, 0)) and not cells_free([1, 1, 1], (4, 0, 0))
+    assert cells_free([], (0, 0, 0))
+
+
+def _fragmented_view():
+    """Three 4-GPU servers: jobs 0 and 1 (3 GPUs each) run on servers 0 and 1, job 2 (2 GPUs) waits. Free: 1, 1
+    and 4 GPUs."""
+    from clustergym.baselines import make
+    from clustergym.core.engine import SimConfig, Simulator
+    from clustergym.core.view import ClusterView
+
+    from helpers import cluster, job, models
+
+    specs = [job(0, R=3, iters=10**6), job(1, R=3, iters=10**6), job(2, R=2, iters=100)]
+    sim = Simulator(cluster(3), specs, SimConfig(usage_change_mean_s=0.0), models=models)
+    assert sim.next_decision()
+    for jid in (0, 1):
+        for t in sim.job(jid).tasks:
+            sim.place(t.tid, jid)
+    view = ClusterView(sim)
+    assert view.idle_gpus.tolist() == [1, 1, 4]
+    pol = make("unisched", profile_s=0.0)
+    pol.begin(view)
+    return pol, view, sim.job(2)
+
+
+@pytest.mark.parametrize("placement,first", [("best-fit", {0, 1}), ("worst-fit", {2})])
+def test_a_single_gpu_allocation_takes_the_fragments_first_under_best_fit(placement, first):
+    # UniSched's single-GPU allocation is level-0 cells; the MILP's Eq. 14 counts them as taken from the free
+    # level-0 cells before a larger cell is split, so best fit leaves server 2's 4-cell whole for another job
+    pol, view, waiting = _fragmented_view()
+    pol.single_gpu_placement = placement
+    pol._spread = {waiting.jid}
+    task = waiting.tasks[0]
+    assert pol.server_order(view, task, view.feasible_servers(task))[0] in first
+    pol._spread = set()  # the consolidated allocation: a server that takes the whole job
+    assert pol.server_order(view, task, view.feasible_servers(task))[0] == 2
+
+
+def test_a_planned_job_waits_until_the_cells_of_its_planned_allocation_are_free():
+    pol, view, waiting = _fragmented_view()
+    pol.place_as_planned = True
+    servers = np.arange(view.n_servers)
+    pol._cells = {waiting.jid: (0, 1, 0)}  # one 2-cell: server 2 holds it
+    assert pol.fits(view, waiting, "exclusive", servers)
+    pol._cells = {waiting.jid: (0, 0, 2)}  # two whole servers: not free now (six GPUs are, on three servers)
+    pol._fit_cache.clear()
+    assert not pol.fits(view, waiting, "exclusive", servers)
+    pol.place_as_planned = False  # the gang guard alone: two tasks, six free GPUs
+    assert pol.fits(view, waiting, "exclusive", servers)
+    from clustergym.baselines import make
+
+    with pytest.raises(ValueError, match="single_gpu_placement"):
+        make("unisched", single_gpu_placement="spread")
