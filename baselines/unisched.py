@@ -92,10 +92,10 @@ class UniSched(Policy):
     min_speed_ratio: float = 0.5  # allocations slower than this x the consolidated one are not offered
     profile_s: float = 300.0  # the profiling stint (0: no profiling phase, the idle-reference estimates)
     profiled_estimates: bool = True  # False: profiling costs its time and GPUs but the estimates are the reference
-    place_as_planned: bool = False  # a planned job starts only once the cells of its planned allocation are free
+    place_as_planned: bool = True  # a planned job starts only once the cells of its planned allocation are free
     # the single-GPU allocation's level-0 cells: "best-fit" takes them from the servers with the fewest free GPUs
     # first (buddy allocation, the accounting of Eq. 14); "worst-fit" from the least loaded servers first
-    single_gpu_placement: str = "worst-fit"
+    single_gpu_placement: str = "best-fit"
 
     def __post_init__(self) -> None:
         super().__post_init__()

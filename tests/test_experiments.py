@@ -85,6 +85,9 @@ def test_hare_and_unisched_experiments_run_their_variants_and_pair_them(tmp_path
     uni = experiments.get("unisched-mix")(tmp_path / "u")["runs"]
     params = {r["policy"]: r["policy_spec"]["params"] for r in uni}
     assert params["unisched-noprof"] == {"profile_s": 0} and params["unisched-refest"] == {"profiled_estimates": False}
+    assert params["unisched-worstfit"] == {"place_as_planned": False, "single_gpu_placement": "worst-fit"}
+    assert {(r["scenario"], r["env_id"]) for r in uni} == {("testbed", "clustergym/UniSched64-v2"),
+                                                            ("mlfs80", "clustergym/UniSched-v2")}
     from clustergym.eval.experiments_hare import _claims_hare
     from clustergym.eval.experiments_unisched import _claims_mix
 
@@ -98,13 +101,20 @@ def test_hare_and_unisched_experiments_run_their_variants_and_pair_them(tmp_path
     assert "-2.0" in claims["4types: mean JCT HLAS-L vs hlas"]["measured"].replace("−", "-")
     assert "-28.6" in claims["4types: mean JCT HLAS-P vs hlas-l"]["measured"].replace("−", "-")
     assert not any("tiresias" in c or "standin" in c for c in claims)  # no tiresias or stand-in runs: no row
-    rows = [{"policy": p, "scenario": "mix1", "seed": s, "slo_miss_rate": m * (1 + s), "mean_be_jct": j}
-            for s in range(3) for p, m, j in (("unisched", 0.6, 900.0), ("unisched-noprof", 0.4, 1000.0),
-                                              ("unisched-refest", 0.5, 1200.0))]
+    # two clusters: each pairs within itself (the mlfs80 rows are the testbed's with UniSched 10 % worse)
+    rows = [{"policy": p, "scenario": c, "seed": s, "slo_miss_rate": m * (1 + s) * (1.1 if c == "mlfs80" and
+             p == "unisched" else 1.0), "mean_be_jct": j}
+            for c in ("mlfs80", "testbed") for s in range(3)
+            for p, m, j in (("unisched", 0.6, 900.0), ("unisched-noprof", 0.4, 1000.0), ("unisched-refest", 0.5, 1200.0),
+                            ("edf", 0.3, 900.0))]
+    listed = [r["claim"] for r in _claims_mix({"episodes": pd.DataFrame(rows)})]
+    assert listed[0].startswith("testbed: ") and listed[-1].startswith("mlfs80: ")  # the paper's cluster first
     claims = {r["claim"]: r["measured"] for r in _claims_mix({"episodes": pd.DataFrame(rows)})}
-    assert "+50.0" in claims["slo_miss_rate: unisched vs unisched-noprof (the whole profiling phase)"]
-    assert "-25.0" in claims["mean_be_jct: unisched vs unisched-refest (the profiled estimates (same time and GPUs))"
-                             ].replace("−", "-")
+    assert "+50.0" in claims["testbed: slo_miss_rate: unisched vs unisched-noprof (the whole profiling phase)"]
+    assert "+65.0" in claims["mlfs80: slo_miss_rate: unisched vs unisched-noprof (the whole profiling phase)"]
+    assert "-25.0" in claims["testbed: mean_be_jct: unisched vs unisched-refest (the profiled estimates (same time "
+                             "and GPUs))"].replace("−", "-")
+    assert "-100.0" in claims["testbed: slo_miss_rate: UniSched lower than edf (deadline-aware)"].replace("−", "-")
 
 
 def test_hare_queue_and_sizes_change_only_the_load_or_the_tail(tmp_path):
