@@ -55,8 +55,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterator
 
+import numpy as np
+
 from clustergym.core.dag import reference_iteration_time
-from clustergym.core.job import Job, TaskState
+from clustergym.core.job import Job, Task, TaskState
 from clustergym.core.view import ClusterView
 
 from .base import Candidates, Command, Policy, pack_order, spread_order
@@ -249,7 +251,7 @@ class UniSched(Policy):
         return Plan(run, "greedy")
 
     # ------------------------------------------------------------------------------------------ commands
-    def fits(self, view: ClusterView, job: Job, mode: str, servers) -> bool:
+    def fits(self, view: ClusterView, job: Job, mode: str, servers: np.ndarray) -> bool:
         """The gang guard, with the profiling stints' GPUs counted as taken (the simulator sees them idle); with
         ``place_as_planned``, a job waits until the cells of the allocation the plan chose for it are free
         (UniSched runs a job on the cells its plan selects; placing it on whatever GPUs are free would spread a
@@ -284,7 +286,7 @@ class UniSched(Policy):
         yield from self.job_first(view, Candidates(planned, cands.migrate, cands.servers, cands.can_preempt),
                                   key, "exclusive", self.server_order, True)
 
-    def server_order(self, view: ClusterView, task, mask) -> list[int]:
+    def server_order(self, view: ClusterView, task: Task, mask: np.ndarray) -> list[int]:
         """Where a planned job's task may go, best first: its single-GPU allocation's level-0 cells by
         ``single_gpu_placement``, any other allocation consolidated (:func:`consolidated_order`); never onto a
         profiling stint's GPUs."""
