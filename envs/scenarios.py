@@ -26,8 +26,8 @@ id                                    configuration (any field can be overridden
                                       of 5-180 minutes at load 1, GPU counts from {1, 2, 4, 8, 16}, half
                                       strict-SLO (deadline U[1.1, 2] x run time) and half best-effort,
                                       5/10-minute leases, reward on SLO misses and best-effort JCT
-``clustergym/UniSched64-v1``          the same MIX1 on UniSched's own testbed, unisched-64 (16 x 4 V100, 200 Gbps
-                                      InfiniBand), where it runs in the paper
+``clustergym/UniSched64-v1``          the same MIX1 on UniSched's physical testbed, unisched-64 (16 x 4 V100,
+                                      200 Gbps InfiniBand), where the paper ran jobs of this shape
 ====================================  ===================================================================
 
 Each id also has a ``-v2``: the same scenario, where every running job can be preempted whole at every decision
@@ -91,9 +91,9 @@ UNISCHED_REWARD_WEIGHTS: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.01
 def unisched_config(slo_fraction: float = 0.5, cluster: str = "mlfs-80") -> dict[str, Any]:
     """UniSched's MIX1 workload (strict-SLO and best-effort jobs) as EnvConfig fields: each job strict-SLO with
     probability ``slo_fraction`` (seeded with the job mapping; UniSched does not give its proportions, so 0.5 by
-    default), the rest best-effort. Jobs as in UniSched's testbed (§IV-B): generated (MLFS §4.1's generator,
-    Philly's log-normal durations) with durations between 5 and 180 minutes and GPU requests up to 16 (uniform
-    over {1, 2, 4, 8, 16}), at offered load 1 on ``cluster`` (``unisched-64`` is UniSched's testbed itself)."""
+    default), the rest best-effort. Jobs as in UniSched's physical evaluation (§V-A): generated (MLFS §4.1's
+    generator, Philly's log-normal durations) with durations between 5 and 180 minutes and GPU requests up to 16
+    (uniform over {1, 2, 4, 8, 16}), at offered load 1 on ``cluster`` (``unisched-64`` is that testbed)."""
     return {"cluster": cluster, "workload": "generator", "window_jobs": 100,
             "generator": {"load": 1.0, "gpu_choices": list(UNISCHED_GPU_CHOICES), "min_duration": 300.0,
                           "max_duration": 10800.0},

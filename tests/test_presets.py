@@ -46,7 +46,7 @@ def test_mlfs_80_is_p3_8xlarge():
 
 
 def test_unisched_64_is_the_unisched_testbed():
-    # UniSched §IV-B: 16 nodes x 4 V100, 64 cores, 256 GB, one 200 Gbps HDR InfiniBand NIC, PCIe 3.0 x16
+    # UniSched §V-A: 16 nodes x 4 V100, 64 cores, 256 GB, one 200 Gbps HDR InfiniBand NIC, PCIe 3.0 x16
     from clustergym.core.presets import PCIE3_GBPS
     for s in cluster_preset("unisched-64").servers:
         assert (s.gpu_type, s.n_gpus, s.cpu_cores, s.memory_gb, s.nic_gbps, s.intra_gbps) == (

@@ -151,12 +151,12 @@ def _pollux_64() -> ClusterSpec:
         notes="NIC 50 Gbps (g4dn.12xlarge network figure); T4s linked by PCIe 3.0 inside a node.")
 
 
-# UniSched (IEEE TC '24) §IV-B testbed: 16 nodes, each 4 Tesla V100-32GB on PCIe 3.0 x16, one 200 Gbps HDR
+# UniSched (IEEE TC '24) §V-A physical testbed: 16 nodes, each 4 Tesla V100-32GB on PCIe 3.0 x16, one 200 Gbps HDR
 # InfiniBand NIC, 64 CPU cores and 256 GB of memory.
 def _unisched_64() -> ClusterSpec:
     return ClusterSpec(
         "unisched-64", tuple(_group("unisched", 16, "V100", 4, 64, 256, 200.0, PCIE3_GBPS)),
-        source="UniSched (IEEE TC '24) §IV-B testbed: 16 nodes x 4 Tesla V100-32GB (PCIe 3.0 x16), 1 x 200 Gbps "
+        source="UniSched (IEEE TC '24) §V-A physical testbed: 16 nodes x 4 Tesla V100-32GB (PCIe 3.0 x16), 1 x 200 Gbps "
                "HDR InfiniBand, 64 CPU cores, 256 GB each; 64 GPUs",
         notes="The catalogue's V100 has 16 GB (one V100 type), so GPU memory admission is stricter than on the "
               "testbed's 32 GB cards; the InfiniBand link is modelled as a 200 Gbps NIC shared by the jobs "
