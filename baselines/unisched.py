@@ -94,6 +94,7 @@ class UniSched(Policy):
     min_speed_ratio: float = 0.5  # allocations slower than this x the consolidated one are not offered
     profile_s: float = 300.0  # the profiling stint (0: no profiling phase, the idle-reference estimates)
     profiled_estimates: bool = True  # False: profiling costs its time and GPUs but the estimates are the reference
+    profile_progress: bool = False  # True: a job whose stint is its own layout (<= 2 GPUs) is profiled by running
     place_as_planned: bool = True  # a planned job starts only once the cells of its planned allocation are free
     # the single-GPU allocation's level-0 cells: "best-fit" takes them from the servers with the fewest free GPUs
     # first (buddy allocation, the accounting of Eq. 14); "worst-fit" from the least loaded servers first
@@ -216,14 +217,18 @@ class UniSched(Policy):
         for n_free in self.profiler.free_gpus(view).values():
             for g, c in enumerate(cells_of(n_free, self._top)):
                 free[g] += c
-        total = view.n_gpus - sum(self.profiler.reserved().values())
+        total = view.n_gpus - sum(self.profiler.reserved().values()) - self.profiler.held_in_place(view)
         plan, outcome = solve_plan(jobs, free, total, self.horizon_slots, self.time_limit_s)
         if plan is None:
             plan = self._fallback(jobs, total)
         new = {j.jid for j in active[: self.max_jobs] if self.profile_s > 0 and self.profiler.state(j.jid) == "new"}
         for jid in sorted(new & set(plan.run)):
+            job = view.job(jid)
+            if self.profile_progress and stint_layout(job.spec.n_gpus, 1 << self._top) == (job.spec.n_gpus, 1):
+                self.profiler.start_in_place(view, job)  # the stint is the job's own first lease: it stays planned
+                continue
             del plan.run[jid]
-            self.profiler.start(view, view.job(jid), 1 << self._top)
+            self.profiler.start(view, job, 1 << self._top)
         self.solves += 1
         self.solve_seconds += plan.seconds
         self.statuses[plan.status] += 1
@@ -274,7 +279,7 @@ class UniSched(Policy):
         plan = self.plan(view)
         if cands.can_preempt and self._plan_round == (view.decisions, view.now):
             for job in view.active_jobs():
-                if job.n_placed and job.jid not in plan.run:
+                if job.n_placed and job.jid not in plan.run and self.profiler.state(job.jid) != "profiling":
                     yield Command("preempt", jid=job.jid)
         planned = [t for t in cands.place if t.job.jid in plan.run or t.job.n_placed]
         if not planned:

@@ -33,11 +33,13 @@ PAPER_BE = {"deadline-aware": (1.66, 4.02), "dl": (1.18, 3.11)}
 # GPUs with the reference estimates; the plan's allocations placed as before the cell rule (worst fit for the
 # single-GPU cells, on whatever GPUs are free). (a, b, what a - b isolates), each as the paired (a - b) / b
 UNISCHED_VARIANTS = ("unisched-noprof=unisched:profile_s=0", "unisched-refest=unisched:profiled_estimates=false",
-                     "unisched-worstfit=unisched:place_as_planned=false,single_gpu_placement=worst-fit")
+                     "unisched-worstfit=unisched:place_as_planned=false,single_gpu_placement=worst-fit",
+                     "unisched-profprog=unisched:profile_progress=true")
 VARIANT_EFFECTS = (("unisched", "unisched-noprof", "the whole profiling phase"),
                    ("unisched-refest", "unisched-noprof", "profiling's time and GPUs (reference estimates)"),
                    ("unisched", "unisched-refest", "the profiled estimates (same time and GPUs)"),
-                   ("unisched", "unisched-worstfit", "the cell rule: single-GPU cells best fit, planned cells free"))
+                   ("unisched", "unisched-worstfit", "the cell rule: single-GPU cells best fit, planned cells free"),
+                   ("unisched-profprog", "unisched", "profiling runs of jobs of at most 2 GPUs keep their progress"))
 
 
 @experiment
@@ -58,7 +60,8 @@ def unisched_mix(out: Path, quick: bool = False, seeds=None) -> dict:
              f"Effects are paired per seed within a cluster: (baseline - unisched) / baseline, > 0 when UniSched is "
              f"lower. UniSched profiles every new job (5 minutes on at most 2 GPUs); `unisched-noprof` has no "
              f"profiling phase, `unisched-refest` pays the phase's time and GPUs but estimates from the reference "
-             f"profile, `unisched-worstfit` places the plan's allocations as before the cell rule.")
+             f"profile, `unisched-worstfit` places the plan's allocations as before the cell rule, `unisched-profprog` "
+             f"profiles a job of at most 2 GPUs by running it (its profiling lease keeps its iterations).")
     return {"runs": make_runs(pols, scen, seeds), "reference": "unisched",
             "title": "unisched-mix: UniSched vs deadline-aware and DL schedulers (MIX1)", "notes": notes,
             "claims": _claims_mix}

@@ -105,8 +105,8 @@ def test_hare_and_unisched_experiments_run_their_variants_and_pair_them(tmp_path
     rows = [{"policy": p, "scenario": c, "seed": s, "slo_miss_rate": m * (1 + s) * (1.1 if c == "mlfs80" and
              p == "unisched" else 1.0), "mean_be_jct": j}
             for c in ("mlfs80", "testbed") for s in range(3)
-            for p, m, j in (("unisched", 0.6, 900.0), ("unisched-noprof", 0.4, 1000.0), ("unisched-refest", 0.5, 1200.0),
-                            ("edf", 0.3, 900.0))]
+            for p, m, j in (("unisched", 0.6, 900.0), ("unisched-noprof", 0.4, 1000.0),
+                            ("unisched-refest", 0.5, 1200.0), ("edf", 0.3, 900.0))]
     listed = [r["claim"] for r in _claims_mix({"episodes": pd.DataFrame(rows)})]
     assert listed[0].startswith("testbed: ") and listed[-1].startswith("mlfs80: ")  # the paper's cluster first
     claims = {r["claim"]: r["measured"] for r in _claims_mix({"episodes": pd.DataFrame(rows)})}

@@ -51,6 +51,27 @@ def test_a_new_job_is_profiled_for_one_lease_before_it_runs_and_its_jct_pays_for
     assert rec["jct"] - plain.job_records()[0]["jct"] == pytest.approx(300.0)
 
 
+@pytest.mark.parametrize("R", [1, 2])
+def test_with_profile_progress_a_job_of_its_stints_layout_is_profiled_by_running_it(R):
+    # a 1-GPU job's stint is one GPU and a 2-GPU job's two GPUs of one node: the job itself, so its profiling
+    # run keeps its iterations and its JCT is the one without a profiling phase (600 iterations of 1 s)
+    specs = [job(0, iters=600, R=R, slo_class="best-effort")]
+    sim, pol = _run(specs, profile_progress=True)
+    plain, _ = _run(specs, profile_s=0.0)
+    rec, ref = sim.job_records()[0], plain.job_records()[0]
+    assert rec["first_start"] == 0.0 and rec["jct"] == pytest.approx(ref["jct"])
+    assert pol.profiler.started == 1 and 0 in pol.profiler.done and not pol.profiler.in_place
+    assert pol.profiler.done[0].ended == pytest.approx(300.0)  # measured at the first re-plan, one BE lease on
+    assert (pol.profiler.done[0].t_intra is not None) == (R == 2)  # a 2-GPU run on one node measures T^1
+
+
+def test_with_profile_progress_a_larger_job_still_pays_its_stint():
+    # a 4-GPU job's stint runs 2 replicas on 2 GPUs, not the job: it stays overhead
+    specs = [job(0, iters=600, R=4, slo_class="best-effort")]
+    sim, pol = _run(specs, profile_progress=True)
+    assert sim.job_records()[0]["first_start"] == pytest.approx(300.0) and not pol.profiler.in_place
+
+
 class _Watch:
     """Checks, at every decision of the policy, that no task holds a GPU a profiling stint holds."""
 
