@@ -29,11 +29,12 @@ Our choices where the paper is silent:
   overhead.
 - **A stint lasts to the next plan.** A stint ends at the first re-plan (one BE cycle) at or after
   ``profile_s``: it holds one BE lease, as the paper's profiler job does, so a ``profile_s`` shorter than the
-  cycle changes nothing (measured on MIX1: 60, 150 and 300 s give the same episodes). The profiling GPUs
-  are held in this ledger, not by the simulator: UniSched places nothing on them until the stint ends (no other
-  scheduler shares the cluster), and the simulator's utilisation counts them idle. Every decision that needs
-  free GPUs (a stint's servers, the MILP's free cells, the gang guard, the servers a worker may take) reads
-  them from :meth:`Profiler.free_gpus`.
+  cycle changes nothing (measured on MIX1, both clusters, seeds 0-7: 60, 150 and 300 s give the same episode
+  summaries).
+- **Who holds the GPUs.** A stint's GPUs are held in this ledger, not by the simulator: UniSched places nothing
+  on them until the stint ends (no other scheduler shares the cluster), and the simulator's utilisation counts
+  them idle. Every decision that needs free GPUs (a stint's servers, the MILP's free cells, the gang guard, the
+  servers a worker may take) reads them from :meth:`Profiler.free_gpus`.
 - **Server choice.** Best fit: the server(s) with the fewest free GPUs that hold the stint, ties by index.
 """
 from __future__ import annotations
