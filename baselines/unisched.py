@@ -94,7 +94,7 @@ class UniSched(Policy):
     min_speed_ratio: float = 0.5  # allocations slower than this x the consolidated one are not offered
     profile_s: float = 300.0  # the profiling stint (0: no profiling phase, the idle-reference estimates)
     profiled_estimates: bool = True  # False: profiling costs its time and GPUs but the estimates are the reference
-    profile_progress: bool = False  # True: a job whose stint is its own layout (<= 2 GPUs) is profiled by running
+    profile_progress: bool = False  # True: a job whose stint is its own layout (<= 2 GPUs) is profiled by running it
     place_as_planned: bool = True  # a planned job starts only once the cells of its planned allocation are free
     # the single-GPU allocation's level-0 cells: "best-fit" takes them from the servers with the fewest free GPUs
     # first (buddy allocation, the accounting of Eq. 14); "worst-fit" from the least loaded servers first
@@ -119,7 +119,7 @@ class UniSched(Policy):
         self._plan: Plan | None = None
         self._planned_at = -math.inf
         self._plan_round: tuple = ()
-        self._spread: set[int] = set()
+        self._single: set[int] = set()
         self._cells: dict[int, tuple[int, ...]] = {}
         self._profiles: dict[int, tuple[float, float, float]] = {}
         sizes = Counter(zip(view.server_n_gpus.tolist(), view.nic_gbps.tolist(), view.intra_gbps.tolist()))
@@ -234,10 +234,10 @@ class UniSched(Policy):
         self.statuses[plan.status] += 1
         self.last_status = plan.status
         self._plan, self._planned_at, self._plan_round = plan, view.now, (view.decisions, view.now)
-        # jobs started on single GPUs (the fragmented allocation) are spread, the others packed
+        # the planned cells of the jobs this plan starts; the single-GPU allocation's go by single_gpu_placement
         self._cells = {j.jid: j.options[plan.run[j.jid]][0] for j in jobs
                        if not j.running and plan.run.get(j.jid, -1) >= 0}
-        self._spread = {jid for jid, cells in self._cells.items() if cells[0] > 1 and not any(cells[1:])}
+        self._single = {jid for jid, cells in self._cells.items() if cells[0] > 1 and not any(cells[1:])}
         return plan
 
     def _fallback(self, jobs: list[MilpJob], total: int) -> Plan:
@@ -295,7 +295,7 @@ class UniSched(Policy):
         """Where a planned job's task may go, best first: its single-GPU allocation's level-0 cells by
         ``single_gpu_placement``, any other allocation consolidated (:func:`consolidated_order`); never onto a
         profiling stint's GPUs."""
-        if task.job.jid in self._spread:
+        if task.job.jid in self._single:
             single = pack_order if self.single_gpu_placement == "best-fit" else spread_order
             servers = single(view, task, mask)
         else:

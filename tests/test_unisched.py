@@ -171,10 +171,10 @@ def test_a_single_gpu_allocation_takes_the_fragments_first_under_best_fit(placem
     # level-0 cells before a larger cell is split, so best fit leaves server 2's 4-cell whole for another job
     pol, view, waiting = _fragmented_view()
     pol.single_gpu_placement = placement
-    pol._spread = {waiting.jid}
+    pol._single = {waiting.jid}
     task = waiting.tasks[0]
     assert pol.server_order(view, task, view.feasible_servers(task))[0] in first
-    pol._spread = set()  # the consolidated allocation: a server that takes the whole job
+    pol._single = set()  # the consolidated allocation: a server that takes the whole job
     assert pol.server_order(view, task, view.feasible_servers(task))[0] == 2
 
 
