@@ -63,8 +63,8 @@ class EnvConfig:
 
     Cluster
       ``cluster``: preset name (``clustergym.core.presets.cluster_preset``: mlfs-80, mlfs-2474, hare-160, gavel-108,
-      pai-2020, tiny-8, hetero-16, pollux-64, unisched-64); ``cluster_file``: a cluster file (``load_cluster``),
-      overrides ``cluster``.
+      pai-2020, tiny-8, hetero-16, pollux-64, unisched-64, unisched-c96); ``cluster_file``: a cluster file
+      (``load_cluster``), overrides ``cluster``.
     Workload
       ``workload``: ``"philly"`` (windows of the bundled Philly trace, or of ``trace_path``: a file in Philly's
       format, or with ``trace_mapping`` any CSV, the mapping a :class:`clustergym.core.traces.ColumnMapping` YAML

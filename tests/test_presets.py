@@ -19,6 +19,7 @@ EXPECTED = {  # name: (servers, GPUs, per-type GPU counts)
     "hetero-16": (4, 16, {"V100": 4, "P100": 4, "K80": 4, "T4": 4}),
     "pollux-64": (16, 64, {"T4": 64}),
     "unisched-64": (16, 64, {"V100": 64}),
+    "unisched-c96": (96, 768, {"V100": 768}),
 }
 
 

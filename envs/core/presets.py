@@ -163,6 +163,16 @@ def _unisched_64() -> ClusterSpec:
               "crossing it, like any other NIC.")
 
 
+# UniSched (IEEE TC '24) §IV-B: its simulator's C96, "96 nodes ... with 8 GPUs per node"; the rest is not given.
+def _unisched_c96() -> ClusterSpec:
+    return ClusterSpec(
+        "unisched-c96", tuple(_group("c96", 96, "V100", 8, 128, 512, 200.0, PCIE3_GBPS)),
+        source="UniSched (IEEE TC '24) §IV-B simulated cluster C96: 96 nodes x 8 GPUs; 768 GPUs",
+        notes="Assumed (not given): V100 GPUs, PCIe 3.0 x16 inside a node and one 200 Gbps NIC, as on UniSched's "
+              "physical testbed (whose simulator takes its speeds from profiles of that testbed), and the "
+              "testbed's host resources per GPU (16 cores, 64 GB).")
+
+
 _PRESETS: dict[str, Callable[[], ClusterSpec]] = {
     "mlfs-80": _mlfs_80,
     "mlfs-2474": _mlfs_2474,
@@ -173,6 +183,7 @@ _PRESETS: dict[str, Callable[[], ClusterSpec]] = {
     "hetero-16": _hetero_16,
     "pollux-64": _pollux_64,
     "unisched-64": _unisched_64,
+    "unisched-c96": _unisched_c96,
 }
 
 
