@@ -119,7 +119,6 @@ class UniSched(Policy):
         self._plan: Plan | None = None
         self._planned_at = -math.inf
         self._plan_round: tuple = ()
-        self._single: set[int] = set()
         self._cells: dict[int, tuple[int, ...]] = {}
         self._profiles: dict[int, tuple[float, float, float]] = {}
         sizes = Counter(zip(view.server_n_gpus.tolist(), view.nic_gbps.tolist(), view.intra_gbps.tolist()))
@@ -234,10 +233,9 @@ class UniSched(Policy):
         self.statuses[plan.status] += 1
         self.last_status = plan.status
         self._plan, self._planned_at, self._plan_round = plan, view.now, (view.decisions, view.now)
-        # the planned cells of the jobs this plan starts; the single-GPU allocation's go by single_gpu_placement
+        # the planned cells of the jobs this plan starts (server_order and fits read them)
         self._cells = {j.jid: j.options[plan.run[j.jid]][0] for j in jobs
                        if not j.running and plan.run.get(j.jid, -1) >= 0}
-        self._single = {jid for jid, cells in self._cells.items() if cells[0] > 1 and not any(cells[1:])}
         return plan
 
     def _fallback(self, jobs: list[MilpJob], total: int) -> Plan:
@@ -295,7 +293,8 @@ class UniSched(Policy):
         """Where a planned job's task may go, best first: its single-GPU allocation's level-0 cells by
         ``single_gpu_placement``, any other allocation consolidated (:func:`consolidated_order`); never onto a
         profiling stint's GPUs."""
-        if task.job.jid in self._single:
+        cells = self._cells.get(task.job.jid, ())
+        if cells and cells[0] > 1 and not any(cells[1:]):  # the single-GPU allocation of a multi-GPU job
             single = pack_order if self.single_gpu_placement == "best-fit" else spread_order
             servers = single(view, task, mask)
         else:

@@ -108,6 +108,8 @@ class Profiler:
         """Turn every stint that has ended by now into the job's :class:`Profile`. A profiling run of the job
         itself is measured on the servers it runs on; one whose job never got its GPUs is forgotten (the job is a
         profiler job again)."""
+        if not (self.stints or self.in_place):
+            return
         active = {j.jid for j in view.active_jobs()}
         for jid, (servers, per, end) in list(self.stints.items()):
             if end <= view.now + 1e-9:

@@ -19,8 +19,8 @@ from .experiment_kit import experiment, paired_rel, pct_ci, significance
 from .specs import expand_loads, make_runs, parse_policy
 from .stats import fmt_num
 
-# MIX1 on UniSched's own testbed (the paper's setting; unisched-64) and on mlfs-80 (10 Gbps NICs): -v2, where UniSched
-# can suspend every running job through the env. (label, env id)
+# MIX1 on UniSched's physical testbed (unisched-64, 200 Gbps NICs) and on mlfs-80 (10 Gbps NICs): -v2, where
+# UniSched can suspend every running job through the env. (label, env id)
 UNISCHED_CLUSTERS = (("testbed", "clustergym/UniSched64-v2"), ("mlfs80", "clustergym/UniSched-v2"))
 DEADLINE_AWARE = ("edf", "sjf")  # stand-ins for GENIE (LLF) and Hydra (SRTF)
 DL_SCHEDULERS = ("tiresias", "gavel")  # stand-ins for Optimus and Themis (run on Gavel's code in the paper)
@@ -75,8 +75,9 @@ def reduction(factor: float) -> float:
 def _claims_mix(agg) -> list[dict]:
     ep = agg["episodes"]
     rows = []
-    labels = [c for c, _ in UNISCHED_CLUSTERS]
-    for label in sorted(set(ep["scenario"]), key=lambda c: (c not in labels, labels.index(c) if c in labels else c)):
+    present = set(ep["scenario"])
+    known = [c for c, _ in UNISCHED_CLUSTERS if c in present]
+    for label in known + sorted(present - set(known)):  # the experiment's clusters in its order, then any other
         here = ep[ep["scenario"] == label]
         rows += _claims_baselines(here, label) + _claims_variants(here, label)
     return rows

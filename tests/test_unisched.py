@@ -171,10 +171,10 @@ def test_a_single_gpu_allocation_takes_the_fragments_first_under_best_fit(placem
     # level-0 cells before a larger cell is split, so best fit leaves server 2's 4-cell whole for another job
     pol, view, waiting = _fragmented_view()
     pol.single_gpu_placement = placement
-    pol._single = {waiting.jid}
+    pol._cells = {waiting.jid: (2, 0, 0)}  # two level-0 cells
     task = waiting.tasks[0]
     assert pol.server_order(view, task, view.feasible_servers(task))[0] in first
-    pol._single = set()  # the consolidated allocation: a server that takes the whole job
+    pol._cells = {waiting.jid: (0, 1, 0)}  # the consolidated allocation: a server that takes the whole job
     assert pol.server_order(view, task, view.feasible_servers(task))[0] == 2
 
 
