@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     import torch
 
+    from stable_baselines3.common.logger import Logger
+
     from clustergym.agents.semi_mdp import callbacks
     from clustergym.train import ppo
     from clustergym.train.config import load_config
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
 
         model.policy.load_state_dict(load_agent(a.init_from, algo=cfg.algo).policy.state_dict())
 
+    model.set_logger(Logger(folder=None, output_formats=[]))  # no log files (SB3 would make a /tmp folder)
     model.learn(cfg.n_envs * cfg.n_steps, callback=callbacks(model))  # not timed: compilation, first reset
     prof = cProfile.Profile() if a.profile else None
     w0, c0 = time.time(), time.process_time()
