@@ -188,7 +188,7 @@ def test_every_setting_has_a_flag_read_as_its_type():
     ({"learning_rate": "3e-5"}, "write 3.0e-5"),
     ({"gamma": 1.5}, r"gamma must be in \(0, 1\]"),
     ({"gamma_hour": 0.0}, r"gamma_hour must be in \(0, 1\]"),
-    ({"vec_env": "threads"}, r"vec_env must be one of \['dummy', 'subproc', 'grouped', 'pipelined'\]"),
+    ({"vec_env": "threads"}, r"vec_env must be one of \['auto', 'dummy', 'subproc', 'grouped', 'pipelined'\]"),
     ({"expert_candidates": "mlf-h"}, "expert_candidates must be a list"),
     ({"expert_episodes": 0}, "expert_episodes must be an integer >= 1"),
     ({"clip_range": float("nan")}, "clip_range must be a finite number"),

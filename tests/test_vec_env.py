@@ -92,19 +92,41 @@ def test_ppo_on_grouped_workers_trains_the_same_weights_as_in_one_process():
         assert th.equal(dummy[k], grouped[k]), k
 
 
-def test_the_fast_setting_and_the_grouped_option_load_and_bad_values_are_named():
+def test_the_default_is_the_fast_setting_and_classic_yaml_the_one_before():
     from pathlib import Path
 
     from clustergym.config import ConfigError
 
-    fast = load_config(str(Path(__file__).resolve().parent.parent / "train" / "fast.yaml"))
+    fast = load_config()
     assert (fast.n_envs, fast.n_steps, fast.n_epochs, fast.vec_env) == (64, 16, 1, "pipelined")
-    assert fast.n_envs * fast.n_steps == 1024
+    classic = load_config(str(Path(__file__).resolve().parent.parent / "train" / "classic.yaml"))
+    assert (classic.n_envs, classic.n_steps, classic.n_epochs, classic.vec_env) == (8, 128, 4, "dummy")
+    assert fast.n_envs * fast.n_steps == classic.n_envs * classic.n_steps == 1024  # the same rollout size
     assert load_config(overrides={"vec_env": "grouped", "env_workers": 3}).env_workers == 3
     with pytest.raises(ConfigError, match="env_workers"):
         load_config(overrides={"env_workers": 0})
     with pytest.raises(ConfigError, match="vec_env"):
         load_config(overrides={"vec_env": "threads"})
+
+
+@pytest.mark.parametrize("overrides,kind", [
+    ({}, "pipelined"), ({"vec_env": "auto"}, "pipelined"), ({"n_envs": 2}, "pipelined"),
+    ({"n_envs": 1}, "dummy"),  # one env: nothing to overlap
+    ({"teacher_coef": 0.5}, "dummy"),  # the teacher term reads every env's label at each step
+    ({"algo": "ppo"}, "dummy"),  # the overlapped rollout is MaskablePPO's
+    ({"vec_env": "grouped"}, "grouped"),  # a choice of the user's is kept
+])
+def test_vec_env_auto_picks_the_pipelined_rollout_only_where_it_applies(overrides, kind):
+    cfg = load_config(overrides=overrides)
+    assert cfg.vec_env == kind
+    assert load_config(overrides=cfg.to_dict()) == cfg  # the resolved value is what a run folder saves
+
+
+def test_an_explicit_pipelined_rollout_with_a_teacher_term_is_refused():
+    from clustergym.config import ConfigError
+
+    with pytest.raises(ConfigError, match="pipelined needs algo maskable and teacher_coef 0"):
+        load_config(overrides={"vec_env": "pipelined", "teacher_coef": 0.5})
 
 
 def _pipelined_model(n_envs: int = 3, seed: int = 0):

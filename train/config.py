@@ -32,10 +32,11 @@ class TrainConfig:
     # bandwidth term is about half the return under the env's weights: docs/training.md); None = the env's
     reward_weights: list[float] | None = field(default_factory=lambda: jct_only_weights())
     timesteps: int = 30_000  # PPO environment steps (after the warm start)
-    n_envs: int = 8  # training envs; their observations go through the network as one batch
-    vec_env: str = "dummy"  # dummy: every env in this process (batched forward); subproc: one process per env;
+    n_envs: int = 64  # training envs; their observations go through the network in batches
+    vec_env: str = "auto"  # dummy: every env in this process (batched forward); subproc: one process per env;
     # grouped: the envs in env_workers processes, each stepping its group (train/vec_env.py); pipelined: the envs
-    # in one worker process, two halves a step apart, one scored while the other steps (train/pipelined.py)
+    # in one worker process, two halves a step apart, one scored while the other steps (train/pipelined.py);
+    # auto: pipelined where it applies, else dummy (auto_vec_env), resolved when the config is made
     env_workers: int = 2  # worker processes of vec_env: grouped
     seed: int = 0
     device: str = "cpu"
@@ -73,9 +74,9 @@ class TrainConfig:
     # 3e-4 with a KL target of 0.05 moved the clone's validation JCT most in the short runs of docs/training.md
     # ("Moving the policy"); 3e-5 / 0.02 kept the KL per update near 0.0005
     learning_rate: float = 3.0e-4
-    n_steps: int = 128  # per env: a rollout is n_envs x n_steps = 1,024 steps
+    n_steps: int = 16  # per env: a rollout is n_envs x n_steps = 1,024 steps
     batch_size: int = 256
-    n_epochs: int = 4
+    n_epochs: int = 1  # one pass over each rollout (docs/training.md, "Throughput": as good as four, 4x cheaper)
     gamma: float = 1.0  # per agent step (zero-time steps within a round are not discounted by it)
     gamma_hour: float | None = 0.9  # discount per simulated hour (agents/semi_mdp.py); None = per step only
     gae_lambda: float = 0.95
@@ -107,6 +108,10 @@ class TrainConfig:
     log_every: int = 2  # one-line summary every this many PPO rollouts
     progress_bar: bool = True
     out: str | None = None  # run folder; None = runs/<scenario>-<timestamp>
+
+    def __post_init__(self) -> None:
+        if self.vec_env == "auto":
+            self.vec_env = auto_vec_env(self.n_envs, self.algo, self.teacher_coef)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -163,7 +168,14 @@ _REALS = {"learning_rate": (0.0, math.inf, False), "bc_lr": (0.0, math.inf, Fals
           "vf_coef": (0.0, math.inf, True), "max_grad_norm": (0.0, math.inf, False),
           "target_kl": (0.0, math.inf, False), "bc_value_coef": (0.0, math.inf, True)}
 _CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo"),
-            "vec_env": ("dummy", "subproc", "grouped", "pipelined"), "decode": DECODINGS}
+            "vec_env": ("auto", "dummy", "subproc", "grouped", "pipelined"), "decode": DECODINGS}
+
+
+def auto_vec_env(n_envs: Any, algo: Any, teacher_coef: Any) -> str:
+    """``vec_env: auto``: "pipelined" where the overlapped rollout applies (at least two envs, MaskablePPO, no
+    teacher term: train/pipelined.py), else "dummy" (settings of the wrong type give "dummy"; their own checks
+    name them)."""
+    return "pipelined" if _is_int(n_envs) and n_envs >= 2 and algo == "maskable" and teacher_coef == 0 else "dummy"
 
 
 def _is_int(v: Any) -> bool:
@@ -368,8 +380,9 @@ def _documented_flags() -> dict[str, dict]:
         "vec_env": {"choices": _CHOICES["vec_env"], "help": "dummy: all envs in this process; subproc: one "
                                                             "worker process per env; grouped: env_workers processes "
                                                             "stepping a group of envs each; pipelined: one worker, "
-                                                            "half the envs scored while the other half steps "
-                                                            f"(default {D.vec_env})"},
+                                                            "half the envs scored while the other half steps; "
+                                                            "auto: pipelined with 2+ envs, MaskablePPO and no "
+                                                            "teacher term, else dummy (default auto)"},
         "seed": {"type": int, "help": f"seed (default {D.seed})"},
         "bc_steps": {"type": int, "help": f"BC gradient steps, 0 = no warm start (default {D.bc_steps})"},
         "reward_weights": {"help": f"the {n} objective weights ({', '.join(names)}; beta of MLFS Eq. 7) "

@@ -78,7 +78,9 @@ class RLlibEnv(gym.Wrapper):
 # This path's own defaults under a YAML file and flags (a value a user sets otherwise is refused by name,
 # check_rllib): RLlib samples with env runners, one env per process, not train/ppo.py's batched envs; and its
 # PPO discounts per step only, so the warm start's value targets must too (no discount per simulated hour).
-RLLIB_DEFAULTS = {"n_envs": 1, "gamma_hour": None}
+# train/ppo.py's rollout (64 envs x 16 steps, one epoch) does not carry over to one env per runner: an
+# iteration keeps the 128 steps and four epochs of train/classic.yaml.
+RLLIB_DEFAULTS = {"n_envs": 1, "gamma_hour": None, "n_steps": 128, "n_epochs": 4}
 
 
 def check_rllib(cfg: TrainConfig) -> None:
