@@ -122,13 +122,6 @@ def test_vec_env_auto_picks_the_pipelined_rollout_only_where_it_applies(override
     assert load_config(overrides=cfg.to_dict()) == cfg  # the resolved value is what a run folder saves
 
 
-def test_an_explicit_pipelined_rollout_with_a_teacher_term_is_refused():
-    from clustergym.config import ConfigError
-
-    with pytest.raises(ConfigError, match="pipelined needs algo maskable and teacher_coef 0"):
-        load_config(overrides={"vec_env": "pipelined", "teacher_coef": 0.5})
-
-
 def _pipelined_model(n_envs: int = 3, seed: int = 0):
     cfg = load_config(overrides={"env": {"window_jobs": 6}, "n_envs": n_envs, "vec_env": "pipelined", "seed": seed,
                                  "train_max_steps": 15, "n_steps": 40, "batch_size": 60, "n_epochs": 1,
@@ -200,16 +193,18 @@ def test_the_pipelined_update_takes_one_more_thread_and_gives_it_back(monkeypatc
 
     monkeypatch.setattr("os.cpu_count", lambda: 8)
     seen = []
-    monkeypatch.setattr(MaskablePPO, "train", lambda self: seen.append(th.get_num_threads()))
+    monkeypatch.setattr(MaskablePPO, "train",
+                        lambda self: seen.append((th.get_num_threads(), th.are_deterministic_algorithms_enabled())))
     before = th.get_num_threads()
     th.set_num_threads(1)
     try:
         PipelinedMaskablePPO.train(object.__new__(PipelinedMaskablePPO))
-        assert seen == [2] and th.get_num_threads() == 1
+        # two threads, with the kernels whose sums keep one order (else two runs of a seed part in the last bits)
+        assert seen == [(2, True)] and th.get_num_threads() == 1 and not th.are_deterministic_algorithms_enabled()
         monkeypatch.setattr(MaskablePPO, "train", lambda self: 1 / 0)
         with pytest.raises(ZeroDivisionError):
             PipelinedMaskablePPO.train(object.__new__(PipelinedMaskablePPO))
-        assert th.get_num_threads() == 1
+        assert th.get_num_threads() == 1 and not th.are_deterministic_algorithms_enabled()
     finally:
         th.set_num_threads(before)
 

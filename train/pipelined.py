@@ -83,13 +83,18 @@ class PipelinedMaskablePPO(MaskablePPO):
     def train(self) -> None:
         """PPO's update with one more torch thread than the rollout: the worker's core idles while the learner
         updates (measured on the 2-core machine: about a tenth more env steps/s than the update on one thread;
-        in the rollout, a second thread only contends with the worker)."""
-        threads = th.get_num_threads()
+        in the rollout, a second thread only contends with the worker). With the second thread and torch's
+        default kernels two runs of one seed parted in the last bits of the weights (one thread, or torch's
+        deterministic algorithms, gave identical weights), so the update runs with deterministic algorithms
+        on (docs/training.md, "Throughput")."""
+        threads, deterministic = th.get_num_threads(), th.are_deterministic_algorithms_enabled()
         th.set_num_threads(min(threads + 1, os.cpu_count() or threads + 1))
+        th.use_deterministic_algorithms(True)
         try:
             super().train()
         finally:
             th.set_num_threads(threads)
+            th.use_deterministic_algorithms(deterministic)
 
     def _send(self, env: GroupedSubprocVecEnv, part: range, obs: Any, masks: np.ndarray) -> dict:
         """Score one half's observations, send its actions to the worker, and keep what the buffer needs."""
