@@ -76,7 +76,7 @@ class TrainConfig:
     learning_rate: float = 3.0e-4
     n_steps: int = 16  # per env: a rollout is n_envs x n_steps = 1,024 steps
     batch_size: int = 256
-    n_epochs: int = 1  # one pass over each rollout (docs/training.md, "Throughput": as good as four, 4x cheaper)
+    n_epochs: int = 1  # one pass over each rollout, not four: five seeds do not separate them (docs/training.md)
     gamma: float = 1.0  # per agent step (zero-time steps within a round are not discounted by it)
     gamma_hour: float | None = 0.9  # discount per simulated hour (agents/semi_mdp.py); None = per step only
     gae_lambda: float = 0.95

@@ -84,8 +84,8 @@ class PipelinedMaskablePPO(MaskablePPO):
         """PPO's update with one more torch thread than the rollout: the worker's core idles while the learner
         updates (measured on the 2-core machine: about a tenth more env steps/s than the update on one thread;
         in the rollout, a second thread only contends with the worker). With the second thread and torch's
-        default kernels two runs of one seed parted in the last bits of the weights (one thread, or torch's
-        deterministic algorithms, gave identical weights), so the update runs with deterministic algorithms
+        default kernels two runs of one seed can part in the last bits of the weights (with one thread, or
+        with torch's deterministic algorithms, they match), so the update runs with deterministic algorithms
         on (docs/training.md, "Throughput")."""
         threads, deterministic = th.get_num_threads(), th.are_deterministic_algorithms_enabled()
         th.set_num_threads(min(threads + 1, os.cpu_count() or threads + 1))
