@@ -328,3 +328,21 @@ def test_the_throughput_line_gives_the_speed_with_and_without_the_evaluations():
     line = ppo.throughput_line(30_000, 100.0, 80.0, _cfg({"n_envs": 64, "vec_env": "pipelined"}))
     assert "300 steps/s with the periodic evaluations (80 s)" in line
     assert "1,500 steps/s training alone (64 env(s), pipelined)" in line
+
+
+@pytest.mark.parametrize("threads,expected", [(1, False), (2, True)])
+def test_a_run_on_several_torch_threads_trains_with_deterministic_algorithms(threads, expected, tmp_path,
+                                                                             monkeypatch):
+    """On several threads torch's default kernels let two runs of one seed part in the last bits of the weights;
+    a run turns torch's deterministic algorithms on then, and restores the flag when it ends."""
+    import torch
+
+    seen = []
+    monkeypatch.setattr(ppo, "training_envs", lambda cfg: None)
+    monkeypatch.setattr(ppo, "_train", lambda *a: seen.append(torch.are_deterministic_algorithms_enabled()) or {})
+    before = torch.get_num_threads()
+    try:
+        ppo.train(_cfg({**TINY, "torch_threads": threads, "out": str(tmp_path / "run")}))
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [expected] and not torch.are_deterministic_algorithms_enabled()
