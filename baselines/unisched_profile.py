@@ -122,10 +122,10 @@ class Profiler:
             elif began + self.profile_s <= view.now + 1e-9:
                 del self.in_place[jid]
                 job = view.job(jid)
-                gpus = [t.server for t in job.tasks if t.state == TaskState.RUNNING and not t.is_ps]
-                if job.n_placed == len(job.tasks) and gpus:
-                    servers = tuple(sorted(set(gpus)))
-                    self.done[jid] = measure(view, job, servers, len(gpus) // len(servers), view.now)
+                workers = [t.server for t in job.tasks if t.state == TaskState.RUNNING and not t.is_ps]  # a server each
+                if job.n_placed == len(job.tasks) and workers:
+                    servers = tuple(sorted(set(workers)))
+                    self.done[jid] = measure(view, job, servers, len(workers) // len(servers), view.now)
 
     def start_in_place(self, view: ClusterView, job: Job) -> None:
         """Profile ``job`` by running it (its stint is its own layout): the policy places the job as planned,

@@ -137,16 +137,22 @@ def register_all() -> None:
     ``mapping={"ps_probability": 0}`` changes that one key and keeps the scenario's other mapping settings."""
     import gymnasium as gym
 
-    # -v1 and -v2 are both current (docs/env.md, "Versions"): -v2 adds running-job rows, it does not replace
-    # -v1. Gymnasium calls an id "out of date" whenever a higher version of its name is registered, which is
-    # wrong for these -v1 ids, so that one warning is not shown (re-adding the filter moves it to the front)
-    warnings.filterwarnings("ignore", message=r".*The environment clustergym/[\w.-]+-v1 is out of date",
-                            category=DeprecationWarning)
+    _hide_out_of_date_warning()
     for env_id in SCENARIOS:
         if env_id in gym.registry:
             continue
         gym.register(id=env_id, entry_point="clustergym.gym_env:ClusterEnv", max_episode_steps=None,
                      kwargs={"scenario": env_id}, disable_env_checker=False)
+
+
+@functools.cache
+def _hide_out_of_date_warning() -> None:
+    """-v1 and -v2 are both current (docs/env.md, "Versions"): -v2 adds running-job rows, it does not replace -v1.
+    Gymnasium calls an id "out of date" whenever a higher version of its name is registered, which is wrong for
+    these -v1 ids, so that one warning is filtered: once per process, after gymnasium's own filters (every
+    change of the filters clears Python's record of the warnings already shown at each place)."""
+    warnings.filterwarnings("ignore", message=r".*The environment clustergym/[\w.-]+-v1 is out of date",
+                            category=DeprecationWarning)
 
 
 def make_env(env_id: str, config: dict | None = None, **overrides: Any):

@@ -31,6 +31,7 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import obs_as_tensor
 
+from clustergym.train.threads import training_threads
 from clustergym.train.vec_env import GroupedSubprocVecEnv, concat_obs
 
 
@@ -83,18 +84,11 @@ class PipelinedMaskablePPO(MaskablePPO):
     def train(self) -> None:
         """PPO's update with one more torch thread than the rollout: the worker's core idles while the learner
         updates (measured on the 2-core machine: about a tenth more env steps/s than the update on one thread;
-        in the rollout, a second thread only contends with the worker). With the second thread and torch's
-        default kernels two runs of one seed can part in the last bits of the weights (with one thread, or
-        with torch's deterministic algorithms, they match), so the update runs with deterministic algorithms
-        on (docs/training.md, "Throughput")."""
-        threads, deterministic = th.get_num_threads(), th.are_deterministic_algorithms_enabled()
-        th.set_num_threads(min(threads + 1, os.cpu_count() or threads + 1))
-        th.use_deterministic_algorithms(True)
-        try:
+        in the rollout, a second thread only contends with the worker). Several threads come with torch's
+        deterministic algorithms (:func:`~clustergym.train.threads.training_threads`)."""
+        threads = th.get_num_threads()
+        with training_threads(min(threads + 1, os.cpu_count() or threads + 1)):
             super().train()
-        finally:
-            th.set_num_threads(threads)
-            th.use_deterministic_algorithms(deterministic)
 
     def _send(self, env: GroupedSubprocVecEnv, part: range, obs: Any, masks: np.ndarray) -> dict:
         """Score one half's observations, send its actions to the worker, and keep what the buffer needs."""

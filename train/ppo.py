@@ -386,15 +386,12 @@ def train(cfg: TrainConfig, resume: bool = False, stop_at: int | None = None) ->
     ``stop_at`` stops PPO once that many steps are done, as Ctrl-C would (for tests)."""
     import torch
 
+    from clustergym.train.threads import training_threads
+
     folder = RunFolder(cfg.out or cfg.default_out())
     cfg.out = str(folder.path)
-    if cfg.vec_env == "subproc" or cfg.torch_threads:
-        torch.set_num_threads(1 if cfg.vec_env == "subproc" else cfg.torch_threads)
-    # on several threads torch's default kernels let two runs of one seed part in the last bits of the weights
-    # (docs/training.md, "Throughput"); its deterministic algorithms keep them equal
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(deterministic or torch.get_num_threads() > 1)
-    with folder.lock(), StopSignals() as stop, warnings_once():
+    threads = 1 if cfg.vec_env == "subproc" else cfg.torch_threads or torch.get_num_threads()  # 0: torch's own
+    with training_threads(threads), folder.lock(), StopSignals() as stop, warnings_once():
         env = None
         try:
             env = training_envs(cfg)
@@ -402,7 +399,6 @@ def train(cfg: TrainConfig, resume: bool = False, stop_at: int | None = None) ->
         except KeyboardInterrupt as e:
             return _stopped_at_once(folder, str(e) or "SIGINT")
         finally:
-            torch.use_deterministic_algorithms(deterministic)
             if env is not None:
                 env.close()
 

@@ -1,0 +1,22 @@
+"""Torch's intra-op threads for training. On more than one thread torch's default kernels let two runs of one
+seed part in the last bits of the weights (docs/training.md, "Throughput"), so several threads always come with
+torch's deterministic algorithms, which keep the summation order fixed."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import torch
+
+
+@contextmanager
+def training_threads(n: int) -> Iterator[None]:
+    """Run the block on ``n`` torch threads, with deterministic algorithms when ``n`` > 1; both restored after."""
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(n)
+    torch.use_deterministic_algorithms(deterministic or n > 1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
