@@ -107,6 +107,26 @@ def test_resume_continues_steps_and_logs(tmp_path, capsys):
     assert [c["from_step"] for c in code] == [0, 256, 512] and {c["code"] for c in code} == {code_version()}
 
 
+def test_keep_checkpoints_keeps_every_evaluated_model_from_when_it_is_turned_on(tmp_path):
+    """Off, only last.zip is in checkpoints/; turned on at --resume, each later evaluation's model is kept under
+    its step (the last one is the model of the run's end)."""
+    out = tmp_path / "run"
+    ppo.train(_cfg({**TINY, "timesteps": 256, "bc_steps": 0, "final_eval_episodes": 0, "out": str(out)}))
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["last.zip"]
+    ppo.main(["--resume", str(out), "--timesteps", "512", "--keep-checkpoints", "true", "--no-progress"])
+    state = json.loads((out / "state.json").read_text())
+    later = [e["step"] for e in state["evals"] if e["step"] > 256]
+    assert len(later) >= 2
+    kept = sorted(p.name for p in (out / "checkpoints").glob("step-*.zip"))
+    assert kept == [Path(ppo.kept_checkpoint(s)).name for s in later]
+    from clustergym.agents.io import load_agent
+
+    last, kept_last = (load_agent(p, algo="maskable") for p in (out / "checkpoints" / "last.zip",
+                                                                 out / ppo.kept_checkpoint(later[-1])))
+    assert later[-1] == 512 and all((a == b).all() for a, b in zip(last.policy.state_dict().values(),
+                                                                   kept_last.policy.state_dict().values()))
+
+
 def test_config_rejects_unknown_keys(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text("timesteps: 10\nlearning_rat: 0.1\n")

@@ -175,8 +175,9 @@ def _assert_stopped_with_checkpoint(done: subprocess.CompletedProcess, out: Path
 
 @PICKLE
 def test_sigterm_during_ppo_stops_after_the_step_with_a_checkpoint(tmp_path, monkeypatch, capsys):
-    """In this process: SIGTERM arrives during the periodic evaluation at step 128; PPO stops at that step,
-    checkpoints, and main() exits as the signal would (128 + 15); --resume then finishes the run."""
+    """In this process: SIGTERM arrives during the periodic evaluation at step 128 (a rollout's start); PPO
+    stops after the next env step (129, one env), checkpoints, and main() exits as the signal would (128 + 15);
+    --resume then finishes the run."""
     real = ppo._evaluate_and_checkpoint
 
     def terminated_during(cfg, folder, model, logger):
@@ -190,12 +191,12 @@ def test_sigterm_during_ppo_stops_after_the_step_with_a_checkpoint(tmp_path, mon
     assert e.value.code == 128 + signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is removed with the run
     text = capsys.readouterr().out
-    assert "SIGTERM: stopping after the current step" in text and "Interrupted at step 128;" in text
+    assert "SIGTERM: stopping after the current step" in text and "Interrupted at step 129;" in text
     state = json.loads((out / "state.json").read_text())
-    assert state["num_timesteps"] == 128 and [e["step"] for e in state["evals"]] == [0, 128]
+    assert state["num_timesteps"] == 129 and [e["step"] for e in state["evals"]] == [0, 128]
     monkeypatch.undo()
     res = ppo.main(["--resume", str(out), "--no-progress"])
-    assert not res["interrupted"] and res["num_timesteps"] == 512
+    assert not res["interrupted"] and res["num_timesteps"] == 513  # whole rollouts of 128 from step 129
 
 
 WORKER_VEC_ENVS = ("subproc", "grouped", "pipelined")  # the vec envs whose envs live in worker processes

@@ -229,8 +229,14 @@ class ValueWarmup(BaseCallback):
 
 
 class EvalCheckpointCallback(BaseCallback):
-    """Every ``eval_freq`` env steps ``evaluate_and_checkpoint(model, logger)``; stops learning once ``stop``
-    has a request or ``stop_at`` steps are done."""
+    """At the first rollout start ``eval_freq`` or more env steps after the last evaluation,
+    ``evaluate_and_checkpoint(model, logger)``; stops learning once ``stop`` has a request or ``stop_at`` steps
+    are done.
+
+    The policy changes only in the update after each rollout, so an evaluation at a rollout start evaluates the
+    policy trained on exactly ``num_timesteps`` steps, the step it is logged and kept at. (One made during a
+    rollout would evaluate the policy of the rollout's start under a later step, and one made at the run's last
+    step would miss the update that follows it.) The run's last update is evaluated after ``learn`` returns."""
 
     def __init__(self, eval_freq: int, evaluate_and_checkpoint: Callable, stop: StopSignals,
                  stop_at: int | None = None):
@@ -243,12 +249,14 @@ class EvalCheckpointCallback(BaseCallback):
     def _on_training_start(self) -> None:
         self.last = self.num_timesteps
 
-    def _on_step(self) -> bool:
+    def _on_rollout_start(self) -> None:
         if self.eval_freq and self.num_timesteps - self.last >= self.eval_freq:
             self.last = self.num_timesteps
             start = time.time()
             self.evaluate_and_checkpoint(self.model, self.logger)
             self.eval_seconds += time.time() - start
+
+    def _on_step(self) -> bool:
         if self.stop.requested is not None:
             return False
         return not (self.stop_at is not None and self.num_timesteps >= self.stop_at)

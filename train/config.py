@@ -97,6 +97,7 @@ class TrainConfig:
     eval_episodes: int = 5  # held-out windows per periodic evaluation
     val_seed: int = 20_000  # periodic-evaluation windows use reset(seed=val_seed + i)
     eval_max_steps: int | None = 10_000  # agent-step cap per periodic evaluation episode (MLF-H needs < 1,000)
+    keep_checkpoints: bool = False  # also keep the model of every periodic evaluation, checkpoints/step-<n>.zip
     decode: str = "joint"  # how evaluations read the agent's deterministic action (clustergym.agents.decode)
     select_metric: str = "mean_jct_censored"  # best checkpoint: fewest unfinished jobs, then the best mean of this
     eval_baselines: list[str] = field(default_factory=lambda: ["mlf-h", "mlfs-h+c", "mlf-h-req", "fifo"])
@@ -147,7 +148,8 @@ class TrainConfig:
 
 FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig))
 # settings that may differ on --resume without refusing (they do not change what is trained)
-RESUME_FREE = frozenset({"out", "progress_bar", "log_every", "device", "torch_threads", "env_workers"})
+RESUME_FREE = frozenset({"out", "progress_bar", "log_every", "device", "torch_threads", "env_workers",
+                         "keep_checkpoints"})
 
 # integer settings and their least allowed value (0 = "none": no warm start, no periodic evaluation between the
 # ones before and after training, no final table); those in _MAY_BE_NONE also take None (no step cap)
@@ -246,7 +248,7 @@ def _check_names(c: TrainConfig) -> None:
     for key, allowed in _CHOICES.items():
         if getattr(c, key) not in allowed:
             raise ConfigError(f"{key} must be one of {list(allowed)}, got {getattr(c, key)!r}")
-    for key in ("share_encoder", "progress_bar"):
+    for key in ("share_encoder", "progress_bar", "keep_checkpoints"):
         if not isinstance(getattr(c, key), bool):
             raise ConfigError(f"{key} must be true or false, got {getattr(c, key)!r}")
     if c.vec_env == "pipelined" and (c.algo != "maskable" or c.teacher_coef > 0):
@@ -400,6 +402,10 @@ def _documented_flags() -> dict[str, dict]:
                                                          f"column (docs/training.md; default {D.decode})"},
         "eval_episodes": {"type": int, "help": f"held-out windows per periodic evaluation (default {D.eval_episodes})"},
         "eval_freq": {"type": int, "help": f"env steps between periodic evaluations, 0 = none (default {D.eval_freq})"},
+        "keep_checkpoints": {"type": _flag_parser("keep_checkpoints"), "metavar": "true|false",
+                             "help": "true: also keep the model of every periodic evaluation as "
+                                     "checkpoints/step-<n>.zip (about 3.5 MB each); may be turned on at --resume "
+                                     f"(default {str(D.keep_checkpoints).lower()})"},
         "final_eval_episodes": {"type": int, "help": "held-out windows in the final table, 0 = none "
                                                      f"(default {D.final_eval_episodes})"},
     }

@@ -263,6 +263,8 @@ def periodic_eval(cfg: TrainConfig, folder: RunFolder, model, logger) -> dict:
     if improved:
         folder.state["best_score"], folder.state["best_step"] = list(score), step
         folder.save_model(model, "best_model.zip")
+    if cfg.keep_checkpoints:  # every evaluated model, for choosing a checkpoint afterwards by another rule
+        folder.save_model(model, kept_checkpoint(step))
     keep = ("episode_return", "mean_jct", "mean_jct_censored", "unfinished", "deadline_ratio", "agent_steps")
     folder.state["evals"].append({"step": step, **{k: s[k] for k in keep if k in s}})
     logger.dump(step)
@@ -270,6 +272,11 @@ def periodic_eval(cfg: TrainConfig, folder: RunFolder, model, logger) -> dict:
     say(f"  eval@{step:,}: {m} {s.get(m, float('nan')):.0f}, unfinished {s.get('unfinished', 0):.1f}, return "
         f"{s['episode_return']:.3f}{' (new best)' if improved else ''} [{time.time() - t0:.0f} s]")
     return s
+
+
+def kept_checkpoint(step: int) -> str:
+    """The run folder's name for the model evaluated at ``step`` with ``keep_checkpoints``."""
+    return f"checkpoints/step-{step:09d}.zip"
 
 
 def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_at: int | None) -> bool:
