@@ -1,7 +1,7 @@
 """The one episode loop: any policy on seeded episodes of a clustergym env, one record per episode.
 
 Used by the sweep runner (:func:`clustergym.eval.compare.run_one`), training's periodic evaluation and final
-table (``train/ppo.py``) and the scripts of ``eval/``.
+table (``train/ppo.py``) and the scripts of ``eval/``; :class:`Episode` holds the record of every loop.
 
 - :func:`predictor` turns a policy into ``act(obs, mask) -> int``: a heuristic name
   (``baselines.make(name, env)``), a saved or live SB3 model (MaskablePPO, PPO) or any object with a
@@ -10,6 +10,8 @@ table (``train/ppo.py``) and the scripts of ``eval/``.
   the env penalises or refuses an invalid action).
 - :func:`rollout` plays one episode and returns its record.
 - :func:`evaluate` makes the env and returns the records of one episode per seed.
+- :func:`evaluate_lockstep` does the same for a model that scores a batch of observations, stepping one env
+  per seed together with one batched ``predict`` per round (training's periodic evaluation).
 
 Evaluation plays held-out windows: :data:`EVAL_DEFAULTS` (``split="test"``) lies under the config of
 :func:`evaluate` and of every sweep run (:func:`clustergym.eval.specs.make_runs`), while ``EnvConfig``'s own
@@ -30,7 +32,7 @@ import inspect
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -58,10 +60,7 @@ def predictor(policy: Any, env, name: str | None = None) -> Predictor:
         name = name or policy
         policy = baselines.make(policy, env=env)
     predict = policy.predict
-    params = inspect.signature(predict).parameters
-    any_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    fixed = {"deterministic": True} if any_kw or "deterministic" in params else {}
-    masked = any_kw or "action_masks" in params
+    fixed, masked = _predict_arguments(predict)
 
     def act(obs, mask: np.ndarray) -> int:
         a = predict(obs, action_masks=mask, **fixed)[0] if masked else predict(obs, **fixed)[0]
@@ -70,43 +69,71 @@ def predictor(policy: Any, env, name: str | None = None) -> Predictor:
     return Predictor(name or getattr(policy, "name", None) or type(policy).__name__, act)
 
 
+class Episode:
+    """One episode's running totals from its reset, and its record (module docstring) once it has ended: the
+    one home of the record, for :func:`rollout` and :func:`evaluate_lockstep`."""
+
+    def __init__(self, env, seed: int, policy_name: str) -> None:
+        self.env, self.seed, self.policy_name = env, int(seed), policy_name
+        self.t0 = time.perf_counter()
+        self.obs, info = env.reset(seed=self.seed)
+        self.window = dict(info.get("episode", {}))
+        self.ret, self.latencies, self.objectives = 0.0, [], np.zeros(len(OBJECTIVE_NAMES))
+        self.info, self.terminated, self.truncated = info, False, False
+        self.done = "summary" in info  # an episode can end at reset (nothing to decide)
+        self.wall_s = 0.0
+
+    def step(self, action: int, latency: float) -> None:
+        """Play ``action``, chosen in ``latency`` seconds of the policy's time."""
+        self.latencies.append(latency)
+        self.obs, r, self.terminated, self.truncated, self.info = self.env.step(action)
+        self.ret += float(self.info.get("scalar_reward", r))  # the vector-reward env keeps the scalar one in info
+        self.objectives += self.info["objectives"]
+        self.done = self.terminated or self.truncated
+        if self.done:
+            self.wall_s = time.perf_counter() - self.t0
+
+    def record(self) -> dict:
+        summary, term, trunc = self.info["summary"], self.terminated, self.truncated
+        if not self.latencies:  # ended at reset: terminated if no job is left, else cut by the horizon
+            term = summary["unfinished"] + summary["not_submitted"] == 0
+            trunc = not term
+            self.wall_s = time.perf_counter() - self.t0
+        us = np.asarray(self.latencies) * 1e6
+        spec = self.env.spec
+        rec = {"policy": self.policy_name, "env_id": spec.id if spec is not None else None, "seed": self.seed,
+               "episode_return": self.ret, "agent_steps": len(us),
+               "terminated": bool(term), "truncated": bool(trunc),
+               "decision_mean_us": float(us.mean()) if len(us) else math.nan,
+               "decision_p99_us": float(np.percentile(us, 99)) if len(us) else math.nan,
+               "wall_s": self.wall_s,
+               "window_start": float(self.window.get("window_start", math.nan)),
+               "n_jobs_window": self.window.get("n_jobs", math.nan),
+               **{f"objective_{n}": float(v) for n, v in zip(OBJECTIVE_NAMES, self.objectives)}}
+        for k, v in summary.items():
+            if isinstance(v, (int, float, np.integer, np.floating)):
+                rec[k] = v.item() if isinstance(v, np.generic) else v
+        return rec
+
+
+def _predict_arguments(predict: Callable) -> tuple[dict, bool]:
+    """What ``predict`` is given: ``deterministic=True`` if it takes it, and whether it takes ``action_masks``."""
+    params = inspect.signature(predict).parameters
+    any_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    return ({"deterministic": True} if any_kw or "deterministic" in params else {}), any_kw or "action_masks" in params
+
+
 def rollout(env, policy: Predictor, seed: int) -> dict:
     """Play one episode of ``env`` from ``reset(seed=seed)`` with ``policy``; returns its record. The env stays
     open (the caller may read ``env.unwrapped.sim`` afterwards)."""
     u = env.unwrapped
-    t0 = time.perf_counter()
-    obs, info = env.reset(seed=int(seed))
-    episode = dict(info.get("episode", {}))
-    ret, lat, objectives = 0.0, [], np.zeros(len(OBJECTIVE_NAMES))
-    done = "summary" in info  # an episode can end at reset (nothing to decide)
-    term = trunc = False
-    while not done:
+    episode = Episode(env, seed, policy.name)
+    while not episode.done:
         mask = u.action_masks()
         t = time.perf_counter()
-        a = policy.act(obs, mask)
-        lat.append(time.perf_counter() - t)
-        obs, r, term, trunc, info = env.step(a)
-        ret += float(info.get("scalar_reward", r))  # the vector-reward env keeps the scalar one in info
-        objectives += info["objectives"]
-        done = term or trunc
-    summary = info["summary"]
-    if not lat:  # ended at reset: terminated if no job is left, else cut by the horizon
-        term = summary["unfinished"] + summary["not_submitted"] == 0
-        trunc = not term
-    us = np.asarray(lat) * 1e6
-    rec = {"policy": policy.name, "env_id": env.spec.id if env.spec is not None else None, "seed": int(seed),
-           "episode_return": ret, "agent_steps": len(lat),
-           "terminated": bool(term), "truncated": bool(trunc),
-           "decision_mean_us": float(us.mean()) if len(us) else math.nan,
-           "decision_p99_us": float(np.percentile(us, 99)) if len(us) else math.nan,
-           "wall_s": time.perf_counter() - t0,
-           "window_start": float(episode.get("window_start", math.nan)),
-           "n_jobs_window": episode.get("n_jobs", math.nan),
-           **{f"objective_{n}": float(v) for n, v in zip(OBJECTIVE_NAMES, objectives)}}
-    for k, v in summary.items():
-        if isinstance(v, (int, float, np.integer, np.floating)):
-            rec[k] = v.item() if isinstance(v, np.generic) else v
-    return rec
+        a = policy.act(episode.obs, mask)
+        episode.step(a, time.perf_counter() - t)
+    return episode.record()
 
 
 def evaluate(policy: Any, env_id: str, config: dict | None, seeds: Iterable[int], *, name: str | None = None,
@@ -125,3 +152,46 @@ def evaluate(policy: Any, env_id: str, config: dict | None, seeds: Iterable[int]
         return [rollout(env, pred, seed) for seed in seeds]
     finally:
         env.close()
+
+
+def evaluate_lockstep(model: Any, env_id: str, config: dict | None, seeds: Sequence[int], *,
+                      name: str | None = None, max_steps: int | None = None,
+                      on_episode_end: Callable[[dict], Any] | None = None) -> list[dict]:
+    """:func:`evaluate` for a model whose ``predict`` takes a batch of observations (an SB3 model, a
+    :class:`~clustergym.agents.decode.DecodedAgent`): one env per seed, all stepped together, with one batched
+    ``predict`` per round over the episodes still running. The records are :func:`evaluate`'s, in the order of
+    ``seeds``, except that ``decision_*_us`` charges each episode an equal share of a round's batched call and
+    ``wall_s`` runs from the first reset to the episode's end. ``on_episode_end(record)`` is called as each
+    episode ends (a progress bar).
+
+    A batched forward pass can round differently from a single one, so where two actions' scores tie to the
+    last bits (interchangeable servers under the permutation-invariant policy) an episode may take the other
+    one than :func:`evaluate` would. The batch of each round is fixed by the model and the seeds, so the records
+    are as deterministic as :func:`evaluate`'s."""
+    from clustergym.scenarios import make_env
+
+    cfg = {**EVAL_DEFAULTS, **(config or {})}
+    if max_steps is not None:
+        cfg["max_steps"] = int(max_steps)
+    envs = [make_env(env_id, cfg) for _ in seeds]
+    try:
+        label = name or getattr(model, "name", None) or type(model).__name__
+        episodes = [Episode(env, seed, label) for env, seed in zip(envs, seeds)]
+        fixed, masked = _predict_arguments(model.predict)
+        live = [e for e in episodes if not e.done]
+        while live:
+            obs = {k: np.stack([e.obs[k] for e in live]) for k in live[0].obs}
+            if masked:
+                fixed["action_masks"] = np.stack([e.env.unwrapped.action_masks() for e in live])
+            t = time.perf_counter()
+            actions = model.predict(obs, **fixed)[0]
+            share = (time.perf_counter() - t) / len(live)
+            for e, a in zip(live, np.asarray(actions).reshape(len(live), -1)[:, 0]):
+                e.step(int(a), share)
+                if e.done and on_episode_end is not None:
+                    on_episode_end(e.record())
+            live = [e for e in live if not e.done]
+        return [e.record() for e in episodes]
+    finally:
+        for env in envs:
+            env.close()

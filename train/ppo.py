@@ -238,13 +238,16 @@ def baseline_means(cfg: TrainConfig, folder: RunFolder) -> dict[str, dict[str, f
 
 def periodic_eval(cfg: TrainConfig, folder: RunFolder, model, logger) -> dict:
     """Evaluate ``model`` on the validation windows, log ``eval/*`` next to the heuristics, save it as
-    ``best_model.zip`` if it ranks best so far (:func:`selection_score`); returns its means."""
-    from clustergym.eval.rollout import evaluate
+    ``best_model.zip`` if it ranks best so far (:func:`selection_score`); returns its means. The windows are
+    played in lockstep, one batched forward pass per round (``evaluate_lockstep``); the final table plays
+    them one at a time, as ``eval/compare.py`` does."""
+    from clustergym.eval.rollout import evaluate_lockstep
     from clustergym.eval.stats import episode_means
 
     t0 = time.time()
-    recs = evaluate(with_decode(model, cfg.decode), cfg.scenario, cfg.env_config("test"),
-                    progress(cfg.val_seeds(), "eval", cfg.progress_bar), max_steps=cfg.eval_max_steps)
+    with progress(desc="eval", enabled=cfg.progress_bar, total=cfg.eval_episodes) as bar:
+        recs = evaluate_lockstep(with_decode(model, cfg.decode), cfg.scenario, cfg.env_config("test"),
+                                 cfg.val_seeds(), max_steps=cfg.eval_max_steps, on_episode_end=lambda _: bar.update())
     s = episode_means(recs, cfg.select_metric)
     base = baseline_means(cfg, folder)
     m = cfg.select_metric
