@@ -240,12 +240,14 @@ def test_checkpoint_selection_cannot_be_won_by_leaving_jobs_unfinished():
         assert ppo.selection_score({metric: value}, metric) < ppo.selection_score({}, metric)
 
 
-def test_checkpoint_selection_and_final_table_use_disjoint_windows(tmp_path):
+@pytest.mark.parametrize("eval_episodes", [5, 20])
+def test_checkpoint_selection_and_final_table_use_disjoint_windows(tmp_path, eval_episodes):
     """The best checkpoint is picked on the periodic-evaluation windows; the final table must not reuse them
-    (it would then report the selection's luck). Checked on the trace jobs the default windows hold."""
+    (it would then report the selection's luck). Checked on the trace jobs the default windows hold; with 20
+    validation windows, seed 20012 (61 jobs shared with the final windows) is passed over."""
     from clustergym.scenarios import make_env
 
-    cfg = _cfg({"out": str(tmp_path)})
+    cfg = _cfg({"out": str(tmp_path), "eval_episodes": eval_episodes})
     env = make_env(cfg.scenario, cfg.env_config("test"))
 
     def jobs(seeds):
@@ -259,6 +261,16 @@ def test_checkpoint_selection_and_final_table_use_disjoint_windows(tmp_path):
     assert len(val) == cfg.eval_episodes and len(final) == cfg.final_eval_episodes
     assert not set(val) & set(final)
     assert not jobs(val) & jobs(final)
+    assert jobs([20012]) & jobs(final)
+    assert val == [s for s in range(20000, 20021) if s != 20012][:eval_episodes]
+
+
+def test_validation_windows_that_cannot_be_kept_apart_are_refused():
+    from clustergym.train.windows import disjoint_seeds
+
+    assert disjoint_seeds("clustergym/GPUCluster-v1", {"split": "test", "window_jobs": 10}, 100, 2, [100], max_skipped=1) == [101, 102]
+    with pytest.raises(ConfigError, match="no 1 validation windows from seed 100"):
+        disjoint_seeds("clustergym/GPUCluster-v1", {"split": "test", "window_jobs": 10}, 100, 1, [100], max_skipped=0)
 
 
 def test_relative_reward_run_trains_on_it_and_evaluates_on_the_plain_objective(tmp_path, monkeypatch):

@@ -135,8 +135,12 @@ class TrainConfig:
         return e
 
     def val_seeds(self) -> list[int]:
-        """Windows of the periodic evaluation (checkpoint selection)."""
-        return [self.val_seed + i for i in range(self.eval_episodes)]
+        """Windows of the periodic evaluation (checkpoint selection): the first ``eval_episodes`` seeds from
+        ``val_seed`` whose windows share no job with the final table's (train/windows.py)."""
+        from clustergym.train.windows import disjoint_seeds
+
+        return disjoint_seeds(self.scenario, self.env_config("test"), self.val_seed, self.eval_episodes,
+                              self.final_seeds())
 
     def final_seeds(self) -> list[int]:
         """Windows of the final table: not the ones the best checkpoint was selected on."""
