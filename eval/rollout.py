@@ -81,7 +81,7 @@ class Episode:
         self.ret, self.latencies, self.objectives = 0.0, [], np.zeros(len(OBJECTIVE_NAMES))
         self.info, self.terminated, self.truncated = info, False, False
         self.done = "summary" in info  # an episode can end at reset (nothing to decide)
-        self.wall_s = 0.0
+        self.wall_s = time.perf_counter() - self.t0 if self.done else 0.0
 
     def step(self, action: int, latency: float) -> None:
         """Play ``action``, chosen in ``latency`` seconds of the policy's time."""
@@ -94,11 +94,11 @@ class Episode:
             self.wall_s = time.perf_counter() - self.t0
 
     def record(self) -> dict:
+        """The ended episode's record (module docstring)."""
         summary, term, trunc = self.info["summary"], self.terminated, self.truncated
         if not self.latencies:  # ended at reset: terminated if no job is left, else cut by the horizon
             term = summary["unfinished"] + summary["not_submitted"] == 0
             trunc = not term
-            self.wall_s = time.perf_counter() - self.t0
         us = np.asarray(self.latencies) * 1e6
         spec = self.env.spec
         rec = {"policy": self.policy_name, "env_id": spec.id if spec is not None else None, "seed": self.seed,
@@ -178,6 +178,9 @@ def evaluate_lockstep(model: Any, env_id: str, config: dict | None, seeds: Seque
         label = name or getattr(model, "name", None) or type(model).__name__
         episodes = [Episode(env, seed, label) for env, seed in zip(envs, seeds)]
         fixed, masked = _predict_arguments(model.predict)
+        for e in episodes:
+            if e.done and on_episode_end is not None:  # ended at reset
+                on_episode_end(e.record())
         live = [e for e in episodes if not e.done]
         while live:
             obs = {k: np.stack([e.obs[k] for e in live]) for k in live[0].obs}
