@@ -273,6 +273,18 @@ def test_validation_windows_that_cannot_be_kept_apart_are_refused():
         disjoint_seeds("clustergym/GPUCluster-v1", {"split": "test", "window_jobs": 10}, 100, 1, [100], max_skipped=0)
 
 
+def test_a_run_whose_validation_windows_cannot_be_kept_apart_stops_before_it_starts(tmp_path, monkeypatch, capsys):
+    from clustergym.train import windows
+
+    monkeypatch.setattr(windows, "MAX_SKIPPED", 0)  # seed 10000 is a final window: skipping it is one too many
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit):
+        ppo.main([f"--{k.replace('_', '-')}={v}" for k, v in {"val_seed": 10000, "eval_episodes": 1,
+                                                               "final_eval_episodes": 1}.items()] + ["--out", str(out)])
+    assert "no 1 validation windows from seed 10000" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_relative_reward_run_trains_on_it_and_evaluates_on_the_plain_objective(tmp_path, monkeypatch):
     import cloudpickle
 

@@ -95,7 +95,7 @@ class TrainConfig:
     # final table use different windows, so the table is not measured on the windows the checkpoint was chosen on
     eval_freq: int = 10_000  # env steps between periodic evaluations (0 = only before and after training)
     eval_episodes: int = 20  # held-out windows per periodic evaluation (docs/training.md, "Choosing the checkpoint")
-    val_seed: int = 20_000  # periodic-evaluation windows use reset(seed=val_seed + i)
+    val_seed: int = 20_000  # the periodic evaluation's windows are seeds from here on (val_seeds)
     eval_max_steps: int | None = 10_000  # agent-step cap per periodic evaluation episode (MLF-H needs < 1,000)
     keep_checkpoints: bool = False  # also keep the model of every periodic evaluation, checkpoints/step-<n>.zip
     decode: str = "joint"  # how evaluations read the agent's deterministic action (clustergym.agents.decode)

@@ -398,6 +398,7 @@ def train(cfg: TrainConfig, resume: bool = False, stop_at: int | None = None) ->
 
     from clustergym.train.threads import training_threads
 
+    cfg.val_seeds()  # validation windows that cannot be kept apart from the final ones stop the run here
     folder = RunFolder(cfg.out or cfg.default_out())
     cfg.out = str(folder.path)
     threads = 1 if cfg.vec_env == "subproc" else cfg.torch_threads or torch.get_num_threads()  # 0: torch's own

@@ -19,12 +19,13 @@ MAX_SKIPPED = 1_000
 
 
 def disjoint_seeds(scenario: str, env_config: dict, start: int, n: int, final: Sequence[int],
-                   max_skipped: int = MAX_SKIPPED) -> list[int]:
+                   max_skipped: int | None = None) -> list[int]:
     """The first ``n`` seeds from ``start`` whose windows of ``scenario`` (``env_config``) share no job id
     with the windows of the ``final`` seeds, nor are one of them; :class:`ConfigError` once more than
-    ``max_skipped`` seeds were skipped."""
+    ``max_skipped`` (default :data:`MAX_SKIPPED`) seeds were skipped."""
+    skip = MAX_SKIPPED if max_skipped is None else int(max_skipped)
     return list(_disjoint(scenario, json.dumps(env_config, sort_keys=True), int(start), int(n),
-                          tuple(int(s) for s in final), int(max_skipped)))
+                          tuple(int(s) for s in final), skip))
 
 
 @functools.cache
