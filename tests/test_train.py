@@ -107,6 +107,7 @@ def test_resume_continues_steps_and_logs(tmp_path, capsys):
     assert [c["from_step"] for c in code] == [0, 256, 512] and {c["code"] for c in code} == {code_version()}
 
 
+@pytest.mark.filterwarnings("ignore:SB3 zip files contain pickled")  # the test loads the files it wrote
 def test_keep_checkpoints_keeps_every_evaluated_model_from_when_it_is_turned_on(tmp_path):
     """Off, only last.zip is in checkpoints/; turned on at --resume, each later evaluation's model is kept under
     its step (the last one is the model of the run's end)."""
