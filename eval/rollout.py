@@ -66,7 +66,20 @@ def predictor(policy: Any, env, name: str | None = None) -> Predictor:
         a = predict(obs, action_masks=mask, **fixed)[0] if masked else predict(obs, **fixed)[0]
         return int(np.asarray(a).reshape(-1)[0])
 
-    return Predictor(name or getattr(policy, "name", None) or type(policy).__name__, act)
+    return Predictor(_policy_name(policy, name), act)
+
+
+def _policy_name(policy: Any, name: str | None) -> str:
+    """The label of ``policy``'s records: ``name``, else the policy's own ``name``, else its class name."""
+    return name or getattr(policy, "name", None) or type(policy).__name__
+
+
+def _eval_config(config: dict | None, max_steps: int | None) -> dict:
+    """The env config of an evaluation: :data:`EVAL_DEFAULTS` under ``config``, and the step cap if given."""
+    cfg = {**EVAL_DEFAULTS, **(config or {})}
+    if max_steps is not None:
+        cfg["max_steps"] = int(max_steps)
+    return cfg
 
 
 class Episode:
@@ -143,10 +156,7 @@ def evaluate(policy: Any, env_id: str, config: dict | None, seeds: Iterable[int]
     episode (the env's own ``max_steps`` otherwise); a capped episode has ``truncated=True``."""
     from clustergym.scenarios import make_env
 
-    cfg = {**EVAL_DEFAULTS, **(config or {})}
-    if max_steps is not None:
-        cfg["max_steps"] = int(max_steps)
-    env = make_env(env_id, cfg)
+    env = make_env(env_id, _eval_config(config, max_steps))
     try:
         pred = predictor(policy, env, name)
         return [rollout(env, pred, seed) for seed in seeds]
@@ -170,12 +180,10 @@ def evaluate_lockstep(model: Any, env_id: str, config: dict | None, seeds: Seque
     are as deterministic as :func:`evaluate`'s."""
     from clustergym.scenarios import make_env
 
-    cfg = {**EVAL_DEFAULTS, **(config or {})}
-    if max_steps is not None:
-        cfg["max_steps"] = int(max_steps)
+    cfg = _eval_config(config, max_steps)
     envs = [make_env(env_id, cfg) for _ in seeds]
     try:
-        label = name or getattr(model, "name", None) or type(model).__name__
+        label = _policy_name(model, name)
         episodes = [Episode(env, seed, label) for env, seed in zip(envs, seeds)]
         fixed, masked = _predict_arguments(model.predict)
         for e in episodes:

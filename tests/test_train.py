@@ -15,6 +15,7 @@ from clustergym.config import OBJECTIVE_NAMES, ConfigError
 from clustergym.eval.specs import code_version
 from clustergym.train import ppo
 from clustergym.train.config import load_config
+from clustergym.train.rundir import kept_checkpoint
 from helpers import markdown_rows
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,11 +120,11 @@ def test_keep_checkpoints_keeps_every_evaluated_model_from_when_it_is_turned_on(
     later = [e["step"] for e in state["evals"] if e["step"] > 256]
     assert len(later) >= 2
     kept = sorted(p.name for p in (out / "checkpoints").glob("step-*.zip"))
-    assert kept == [Path(ppo.kept_checkpoint(s)).name for s in later]
+    assert kept == [Path(kept_checkpoint(s)).name for s in later]
     from clustergym.agents.io import load_agent
 
     last, kept_last = (load_agent(p, algo="maskable") for p in (out / "checkpoints" / "last.zip",
-                                                                 out / ppo.kept_checkpoint(later[-1])))
+                                                                 out / kept_checkpoint(later[-1])))
     assert later[-1] == 512 and all((a == b).all() for a, b in zip(last.policy.state_dict().values(),
                                                                    kept_last.policy.state_dict().values()))
 

@@ -38,7 +38,7 @@ from clustergym.train.callbacks import (BCProgress, EvalCheckpointCallback, Stop
 from clustergym.train.config import NO_TEACHER, TrainConfig, config_from_args, make_parser
 from clustergym.eval.specs import code_version
 from clustergym.eval.stats import selection_score  # noqa: F401  (the checkpoint ranking; tests use it from here)
-from clustergym.train.rundir import RunFolder, RunFolderError
+from clustergym.train.rundir import RunFolder, RunFolderError, kept_checkpoint
 
 
 # ---------------------------------------------------------------------------------------------- 2. environments
@@ -275,11 +275,6 @@ def periodic_eval(cfg: TrainConfig, folder: RunFolder, model, logger) -> dict:
     say(f"  eval@{step:,}: {m} {s.get(m, float('nan')):.0f}, unfinished {s.get('unfinished', 0):.1f}, return "
         f"{s['episode_return']:.3f}{' (new best)' if improved else ''} [{time.time() - t0:.0f} s]")
     return s
-
-
-def kept_checkpoint(step: int) -> str:
-    """The run folder's name for the model evaluated at ``step`` with ``keep_checkpoints``."""
-    return f"checkpoints/step-{step:09d}.zip"
 
 
 def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_at: int | None) -> bool:

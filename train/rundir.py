@@ -30,6 +30,11 @@ from clustergym.eval.files import atomic_write, atomic_write_text, remove_stale_
 CHECKPOINTS = ("checkpoints/last.zip", "final_model.zip", "best_model.zip")
 
 
+def kept_checkpoint(step: int) -> str:
+    """The run folder's name for the model evaluated at ``step`` with ``keep_checkpoints``."""
+    return f"checkpoints/step-{step:09d}.zip"
+
+
 class RunFolderError(RuntimeError):
     """A run folder that cannot be used as asked; the message says why and what to do."""
 
