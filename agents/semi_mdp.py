@@ -16,8 +16,13 @@ the discount per simulated hour. GAE (Schulman et al. 2016) becomes, with V the 
 
     delta_k = r_k + d_k V(s_{k+1}) - V(s_k),     A_k = delta_k + d_k lambda A_{k+1}
 
-(lambda stays per step: it weighs the estimators, it is not a discount of the objective). A truncated
-episode's last step is bootstrapped with d_k V(s_T) too.
+(lambda is not a discount of the objective: it weighs the estimators). ``lambda_per="step"`` (the default) applies
+lambda at every step. ``lambda_per="time"`` applies it only across steps that advance the clock (``dt_k > 0``) and
+uses 1 across zero-time steps. Then every action of a round is credited with what happens up to the round's end
+(``A_k = sum of the round's deltas from k on + lambda A`` of the first step after it), where per-step lambda
+gives a round of n zero-time actions the realised cost only with weight lambda^n and leaves the critic's
+differences between same-instant states to judge them. A truncated episode's last step is bootstrapped with
+d_k V(s_T) too.
 
 How it is wired into SB3 (sb3-contrib's MaskablePPO or SB3's PPO, which take ``rollout_buffer_class``):
 :class:`SemiMDPCallback` reads each step's ``elapsed_s`` and the env's reward from the infos before SB3
@@ -58,11 +63,27 @@ def discounted_returns(rewards: Sequence[float], discounts: Sequence[float]) -> 
     return out
 
 
+LAMBDA_PER = ("step", "time")  # train/config.py offers the same choices
+
+
+def step_lambdas(elapsed_s: np.ndarray, gae_lambda: float, lambda_per: str) -> np.ndarray:
+    """GAE's lambda of each step: ``gae_lambda`` everywhere (``lambda_per="step"``), or only on steps that
+    advanced the clock and 1 on zero-time steps (``"time"``; module docstring)."""
+    dt = np.asarray(elapsed_s, dtype=np.float64)
+    if lambda_per == "step":
+        return np.full(dt.shape, float(gae_lambda))
+    if lambda_per == "time":
+        return np.where(dt > 0, float(gae_lambda), 1.0)
+    raise ValueError(f"lambda_per must be one of {LAMBDA_PER}, got {lambda_per!r}")
+
+
 def gae(rewards: np.ndarray, values: np.ndarray, discounts: np.ndarray, episode_starts: np.ndarray,
-        last_values: np.ndarray, dones: np.ndarray, gae_lambda: float) -> np.ndarray:
-    """GAE advantages (n_steps, n_envs) with a discount per step (``discounts[k]`` between s_k and s_{k+1});
-    the layout and the end-of-episode handling of SB3's ``RolloutBuffer.compute_returns_and_advantage``."""
+        last_values: np.ndarray, dones: np.ndarray, gae_lambda: float | np.ndarray) -> np.ndarray:
+    """GAE advantages (n_steps, n_envs) with a discount per step (``discounts[k]`` between s_k and s_{k+1})
+    and a lambda per step (a number, or an array shaped like ``rewards``: :func:`step_lambdas`); the layout and
+    the end-of-episode handling of SB3's ``RolloutBuffer.compute_returns_and_advantage``."""
     n = rewards.shape[0]
+    lam = np.broadcast_to(np.asarray(gae_lambda, dtype=np.float64), rewards.shape)
     adv = np.zeros_like(rewards, dtype=np.float32)
     last = np.zeros(rewards.shape[1], dtype=np.float64)
     for k in reversed(range(n)):
@@ -71,7 +92,7 @@ def gae(rewards: np.ndarray, values: np.ndarray, discounts: np.ndarray, episode_
         else:
             nonterminal, next_values = 1.0 - episode_starts[k + 1], values[k + 1]
         delta = rewards[k] + discounts[k] * next_values * nonterminal - values[k]
-        last = delta + discounts[k] * gae_lambda * nonterminal * last
+        last = delta + discounts[k] * lam[k] * nonterminal * last
         adv[k] = last
     return adv
 
@@ -79,14 +100,17 @@ def gae(rewards: np.ndarray, values: np.ndarray, discounts: np.ndarray, episode_
 class _SemiMDPMixin:
     """Keeps the discount of every stored step; see the module docstring."""
 
-    def __init__(self, *args: Any, gamma_hour: float | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, gamma_hour: float | None = None, lambda_per: str = "step", **kwargs: Any):
+        step_lambdas(np.zeros(1), 0.0, lambda_per)  # a bad rule stops here, by name
         super().__init__(*args, **kwargs)
         self.gamma_hour = gamma_hour
+        self.lambda_per = lambda_per
         self._staged: tuple[np.ndarray, np.ndarray] | None = None
 
     def reset(self) -> None:
         super().reset()
         self.discounts = np.zeros((self.buffer_size, self.n_envs), dtype=np.float64)
+        self.elapsed = np.zeros((self.buffer_size, self.n_envs), dtype=np.float64)
 
     def stage(self, elapsed_s: np.ndarray, env_rewards: np.ndarray) -> None:
         """The step about to be stored: its simulated seconds and the reward the env returned (per env)."""
@@ -103,12 +127,14 @@ class _SemiMDPMixin:
         # SB3 added gamma x V(s_T) to the reward of a step cut by a time limit: the factor becomes d_k
         reward = env_reward + (reward - env_reward) * (d / self.gamma)
         self.discounts[self.pos] = d
+        self.elapsed[self.pos] = elapsed
         super().add(obs, action, reward.astype(np.float32), episode_start, value, log_prob, **kwargs)
 
     def compute_returns_and_advantage(self, last_values: th.Tensor, dones: np.ndarray) -> None:
         last = last_values.clone().cpu().numpy().flatten().astype(np.float64)
         self.advantages = gae(self.rewards.astype(np.float64), self.values.astype(np.float64), self.discounts,
-                              self.episode_starts, last, dones, self.gae_lambda)
+                              self.episode_starts, last, dones,
+                              step_lambdas(self.elapsed, self.gae_lambda, self.lambda_per))
         self.returns = self.advantages + self.values
 
 

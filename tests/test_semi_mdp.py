@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch as th
 
-from clustergym.agents.semi_mdp import (SemiMDPCallback, SemiMDPMaskableDictBuffer, discounted_returns, gae,
-                                        step_discounts)
+from clustergym.agents.semi_mdp import (LAMBDA_PER, SemiMDPCallback, SemiMDPMaskableDictBuffer,
+                                        discounted_returns, gae, step_discounts, step_lambdas)
 from clustergym.scenarios import make_env
 
 ENV_ID = "clustergym/GPUCluster-v1"
@@ -44,6 +44,40 @@ def test_gae_by_hand_with_an_episode_end():
     a2, a1 = delta2, delta1                 # the episode end cuts the trace
     a0 = delta0 + 0.5 * 0.5 * a1
     assert adv[:, 0] == pytest.approx([a0, a1, a2])
+
+
+def test_lambda_per_time_credits_a_round_with_its_end():
+    """lambda_per="time": lambda 1 across zero-time steps, so an action at a round's start gets the round's whole
+    realised reward; per step, lambda^2 of it."""
+    elapsed = np.array([[0.0], [0.0], [600.0]])  # two zero-time actions, then the round ends
+    assert step_lambdas(elapsed, 0.5, "time")[:, 0] == pytest.approx([1.0, 1.0, 0.5])
+    assert step_lambdas(elapsed, 0.5, "step")[:, 0] == pytest.approx([0.5, 0.5, 0.5])
+    with pytest.raises(ValueError, match="lambda_per"):
+        step_lambdas(elapsed, 0.5, "round")
+    r = np.array([[0.0], [0.0], [-3.0]])
+    v = np.array([[-1.0], [-1.0], [-2.0]])
+    d = step_discounts(elapsed[:, 0], 1.0, 0.81)[:, None]
+    starts, last, dones = np.zeros((3, 1)), np.array([-4.0]), np.array([False])
+    delta = [0.0 + 1.0 * -1.0 + 1.0, 0.0 + 1.0 * -2.0 + 1.0, -3.0 + d[2, 0] * -4.0 + 2.0]
+    by_time = gae(r, v, d, starts, last, dones, step_lambdas(elapsed, 0.5, "time"))[:, 0]
+    assert by_time == pytest.approx([delta[0] + delta[1] + delta[2], delta[1] + delta[2], delta[2]])
+    by_step = gae(r, v, d, starts, last, dones, 0.5)[:, 0]
+    assert by_step == pytest.approx([delta[0] + 0.5 * delta[1] + 0.25 * delta[2], delta[1] + 0.5 * delta[2],
+                                     delta[2]])
+
+
+def test_lambda_per_choices_are_the_configs():
+    from clustergym.config import ConfigError
+    from clustergym.train.config import _CHOICES, load_config
+
+    assert tuple(_CHOICES["lambda_per"]) == LAMBDA_PER
+    assert load_config(overrides={"lambda_per": "time"}).lambda_per == "time"
+    with pytest.raises(ConfigError, match="lambda_per: time needs gamma_hour"):
+        load_config(overrides={"lambda_per": "time", "gamma_hour": None})
+    with pytest.raises(ConfigError, match="lambda_per must be one of"):
+        load_config(overrides={"lambda_per": "round"})
+    with pytest.raises(ValueError, match="lambda_per"):
+        SemiMDPMaskableDictBuffer(2, None, None, lambda_per="hour")
 
 
 def test_constant_discount_equals_sb3_gae():
@@ -120,3 +154,24 @@ def test_truncation_bootstrap_uses_the_steps_discount():
             th.zeros(1), th.zeros(1), action_masks=np.ones((1, 2)))
     assert buf.rewards[0, 0] == pytest.approx(1.0 + 0.125 * v_terminal)
     assert buf.discounts[0, 0] == pytest.approx(0.125)
+
+
+def test_buffer_applies_lambda_per_time():
+    """The buffer keeps each step's simulated seconds and computes GAE with lambda 1 across zero-time steps."""
+    import gymnasium as gym
+
+    obs_space = gym.spaces.Dict({"x": gym.spaces.Box(-1, 1, (1,))})
+    advantages = {}
+    for rule in LAMBDA_PER:
+        buf = SemiMDPMaskableDictBuffer(3, obs_space, gym.spaces.Discrete(2), gamma=1.0, gae_lambda=0.5, n_envs=1,
+                                        gamma_hour=0.81, lambda_per=rule)
+        for dt, r, v in ((0.0, 0.0, -1.0), (0.0, 0.0, -1.0), (600.0, -3.0, -2.0)):
+            buf.stage(np.array([dt]), np.array([r]))
+            buf.add({"x": np.zeros((1, 1))}, np.zeros((1, 1)), np.array([r]), np.array([0.0]), th.tensor([v]),
+                    th.zeros(1), action_masks=np.ones((1, 2)))
+        buf.compute_returns_and_advantage(th.tensor([-4.0]), np.array([False]))
+        assert buf.elapsed[:, 0] == pytest.approx([0.0, 0.0, 600.0])
+        advantages[rule] = buf.advantages[:, 0]
+    assert advantages["step"][2] == pytest.approx(advantages["time"][2])
+    assert advantages["time"][0] == pytest.approx(advantages["time"][1] + 0.0)  # delta_0 = 0: V(s_1) = V(s_0)
+    assert advantages["time"][0] != pytest.approx(advantages["step"][0])

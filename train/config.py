@@ -80,6 +80,8 @@ class TrainConfig:
     gamma: float = 1.0  # per agent step (zero-time steps within a round are not discounted by it)
     gamma_hour: float | None = 0.9  # discount per simulated hour (agents/semi_mdp.py); None = per step only
     gae_lambda: float = 0.95
+    # where GAE's lambda applies (agents/semi_mdp.py): every step, or only across steps that advance the clock
+    lambda_per: str = "step"
     clip_range: float = 0.1
     ent_coef: float = 0.0
     vf_coef: float = 0.5
@@ -174,7 +176,8 @@ _REALS = {"learning_rate": (0.0, math.inf, False), "bc_lr": (0.0, math.inf, Fals
           "vf_coef": (0.0, math.inf, True), "max_grad_norm": (0.0, math.inf, False),
           "target_kl": (0.0, math.inf, False), "bc_value_coef": (0.0, math.inf, True)}
 _CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo"),
-            "vec_env": ("auto", "dummy", "subproc", "grouped", "pipelined"), "decode": DECODINGS}
+            "vec_env": ("auto", "dummy", "subproc", "grouped", "pipelined"), "decode": DECODINGS,
+            "lambda_per": ("step", "time")}
 
 
 def auto_vec_env(n_envs: Any, algo: Any, teacher_coef: Any) -> str:
@@ -234,6 +237,9 @@ def _check_numbers(c: TrainConfig) -> None:
         x = _real(key, v)
         if not ((lo <= x if lo_ok else lo < x) and x <= hi):
             raise ConfigError(f"{key} must be in {'[' if lo_ok else '('}{lo:g}, {hi:g}], got {v!r}")
+    if c.lambda_per == "time" and c.gamma_hour is None:
+        raise ConfigError("lambda_per: time needs gamma_hour (the semi-MDP buffer, which knows each step's "
+                          "simulated seconds); with gamma_hour none every step is discounted alike")
     if c.init_from is not None and not Path(c.init_from).exists():
         raise ConfigError(f"init_from: {c.init_from} not found (a saved agent .zip or a run folder)")
     if c.bc_steps > 0 and c.bc_episodes < 1:

@@ -117,7 +117,7 @@ def new_model(cfg: TrainConfig, env, tb_dir: str):
         from clustergym.agents.semi_mdp import buffer_class
 
         buffer = {"rollout_buffer_class": buffer_class(cfg.algo),
-                  "rollout_buffer_kwargs": {"gamma_hour": cfg.gamma_hour}}
+                  "rollout_buffer_kwargs": {"gamma_hour": cfg.gamma_hour, "lambda_per": cfg.lambda_per}}
     return Algo(policy_cls, env, learning_rate=cfg.learning_rate, n_steps=cfg.n_steps, batch_size=cfg.batch_size,
                 n_epochs=cfg.n_epochs, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda, clip_range=cfg.clip_range,
                 ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm, target_kl=cfg.target_kl,
