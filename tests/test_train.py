@@ -392,3 +392,20 @@ def test_a_run_on_several_torch_threads_trains_with_deterministic_algorithms(thr
     finally:
         torch.set_num_threads(before)
     assert seen == [expected] and not torch.are_deterministic_algorithms_enabled()
+
+
+def test_runs_sharing_a_baseline_cache_score_each_heuristic_once(tmp_path, monkeypatch, capsys):
+    import clustergym.eval.rollout as rollout
+
+    played, real = [], rollout.evaluate
+    monkeypatch.setattr(rollout, "evaluate", lambda policy, *a, **k: played.append(policy) or real(policy, *a, **k))
+    cache = tmp_path / "cache.json"
+    base = {**TINY, "timesteps": 128, "bc_steps": 0, "eval_freq": 0, "final_eval_episodes": 0,
+            "eval_baselines": ["fifo"], "baseline_cache": str(cache)}
+    states = []
+    for k in range(2):
+        ppo.train(_cfg({**base, "seed": k, "out": str(tmp_path / f"run{k}")}))
+        states.append(json.loads((tmp_path / f"run{k}" / "state.json").read_text())["baselines"])
+    assert played.count("fifo") == 1  # the second run read the first one's score
+    assert states[0] == states[1] and "fifo" in states[0]
+    assert f"(from {cache})" in " ".join(capsys.readouterr().out.split())  # say() wraps long lines

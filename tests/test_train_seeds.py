@@ -61,6 +61,9 @@ def test_run_command_skips_finished_resumes_checkpointed_and_restarts_empty(tmp_
     (stale / "config.yaml").write_text("seed: 2\n")
     cmd = S.run_command(tmp_path, 2, ["--timesteps", "10"])
     assert not stale.exists() and cmd[2:6] == ["--seed", "2", "--out", str(stale)] and cmd[-2:] == ["--timesteps", "10"]
+    assert cmd[cmd.index("--baseline-cache") + 1] == str(tmp_path / S.BASELINE_CACHE)  # one cache per --out
+    own = S.run_command(tmp_path, 3, ["--baseline-cache", "/elsewhere.json"])
+    assert own.count("--baseline-cache") == 1 and own[-1] == "/elsewhere.json"
 
 
 def test_launcher_runs_each_seed_and_reports_exit_codes(tmp_path, monkeypatch):

@@ -100,6 +100,9 @@ class TrainConfig:
     val_seed: int = 20_000  # the periodic evaluation's windows are seeds from here on (val_seeds)
     eval_max_steps: int | None = 10_000  # agent-step cap per periodic evaluation episode (MLF-H needs < 1,000)
     keep_checkpoints: bool = False  # also keep the model of every periodic evaluation, checkpoints/step-<n>.zip
+    # a JSON file of the eval_baselines' validation means, shared by runs on the same windows and code
+    # (train/baseline_cache.py; train/seeds.py passes one per --out); None = each run computes its own
+    baseline_cache: str | None = None
     decode: str = "joint"  # how evaluations read the agent's deterministic action (clustergym.agents.decode)
     select_metric: str = "mean_jct_censored"  # best checkpoint: fewest unfinished jobs, then the best mean of this
     eval_baselines: list[str] = field(default_factory=lambda: ["mlf-h", "mlfs-h+c", "mlf-h-req", "fifo"])

@@ -225,14 +225,25 @@ def baseline_means(cfg: TrainConfig, folder: RunFolder) -> dict[str, dict[str, f
     from clustergym.eval.rollout import evaluate
     from clustergym.eval.stats import episode_means
 
+    from clustergym.train.baseline_cache import cached, entry_key
+
     m = cfg.select_metric
     for b in cfg.eval_baselines:
         if b not in folder.state["baselines"]:
-            recs = evaluate(b, cfg.scenario, cfg.env_config("test"), progress(cfg.val_seeds(), b, cfg.progress_bar),
-                            max_steps=cfg.eval_max_steps)
-            bs = folder.state["baselines"][b] = episode_means(recs, m)
+            def compute(b: str = b) -> dict[str, float]:
+                recs = evaluate(b, cfg.scenario, cfg.env_config("test"),
+                                progress(cfg.val_seeds(), b, cfg.progress_bar), max_steps=cfg.eval_max_steps)
+                return episode_means(recs, m)
+
+            if cfg.baseline_cache:  # shared with other runs on the same windows and code (train/baseline_cache.py)
+                key = entry_key(b, cfg.scenario, cfg.env_config("test"), cfg.val_seeds(), cfg.eval_max_steps, m)
+                bs, hit = cached(cfg.baseline_cache, key, compute)
+            else:
+                bs, hit = compute(), False
+            folder.state["baselines"][b] = bs
             say(f"  {b} on the validation windows: {m} {bs.get(m, float('nan')):.0f}, unfinished "
-                f"{bs.get('unfinished', 0):.1f}, return {bs['episode_return']:.3f}")
+                f"{bs.get('unfinished', 0):.1f}, return {bs['episode_return']:.3f}"
+                + (f" (from {cfg.baseline_cache})" if hit else ""))
     return folder.state["baselines"]
 
 

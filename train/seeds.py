@@ -6,7 +6,9 @@
 Each seed trains in its own run folder ``<out>/seed-<k>`` (log ``<out>/seed-<k>.log``), ``--jobs`` at a time
 (one per core: every run keeps torch on one thread). Started again, the command skips finished runs and
 continues unfinished ones with ``--resume``; a folder stopped before its first checkpoint holds nothing to
-resume and is started again. Every run's final table uses the same held-out windows (``eval_seed``), so the
+resume and is started again. The runs share ``<out>/baseline-cache.json`` (``--baseline-cache``, unless a
+flag after ``--`` sets it): the heuristics' validation scores are the same for every seed, so the first run
+to need one computes it and the others read it (``train/baseline_cache.py``). Every run's final table uses the same held-out windows (``eval_seed``), so the
 agent is compared with each heuristic on the same windows in every run.
 
 The table across seeds (``seeds.csv``, ``seeds.md``): per run, the relative mean-JCT difference of the agent
@@ -37,6 +39,7 @@ from clustergym.eval.stats import fmt_num, t_interval, to_markdown
 PPO = Path(__file__).with_name("ppo.py")
 JCT, DEADLINE = "mean_jct_censored", "deadline_ratio"
 RESERVED = ("--seed", "--out", "--resume")
+BASELINE_CACHE = "baseline-cache.json"  # train/baseline_cache.py: shared by the runs of one --out
 
 
 def seed_folder(out: Path, seed: int) -> Path:
@@ -55,7 +58,9 @@ def run_command(out: Path, seed: int, extra: Sequence[str]) -> list[str] | None:
         with RunFolder(folder).lock():  # RunLocked if a run is live in it (e.g. before its first checkpoint)
             pass
         shutil.rmtree(folder)
-    return [sys.executable, str(PPO), "--seed", str(seed), "--out", str(folder), "--no-progress", *extra]
+    cache = [] if any(f.split("=")[0] == "--baseline-cache" for f in extra) else [
+        "--baseline-cache", str(out / BASELINE_CACHE)]  # the heuristics' validation scores, computed once
+    return [sys.executable, str(PPO), "--seed", str(seed), "--out", str(folder), "--no-progress", *cache, *extra]
 
 
 def _finished(folder: Path) -> bool:
