@@ -47,6 +47,7 @@ def test_fingerprint_changes_with_any_source_file(tmp_path, monkeypatch):
     (pkg / "rule.py").write_text("LIMIT = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(C, "PACKAGES", ("fakepkg",))
+    monkeypatch.setattr(C, "DATA", ())
     C.code_fingerprint.cache_clear()
     before = C.code_fingerprint()
     (pkg / "rule.py").write_text("LIMIT = 2\n")
@@ -54,6 +55,23 @@ def test_fingerprint_changes_with_any_source_file(tmp_path, monkeypatch):
     after = C.code_fingerprint()
     C.code_fingerprint.cache_clear()
     assert before != after
+
+
+def test_fingerprint_covers_the_data_files(tmp_path, monkeypatch):
+    pkg = tmp_path / "fakedata"
+    (pkg / "data").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "data" / "speeds.csv").write_text("model,gpu,speed\nresnet,v100,1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(C, "PACKAGES", ())
+    monkeypatch.setattr(C, "DATA", (("fakedata", "data"),))
+    prints = []
+    for speed in ("1.0", "2.0"):
+        (pkg / "data" / "speeds.csv").write_text(f"model,gpu,speed\nresnet,v100,{speed}\n")
+        C.code_fingerprint.cache_clear()
+        prints.append(C.code_fingerprint())
+    C.code_fingerprint.cache_clear()
+    assert prints[0] != prints[1]
 
 
 def test_a_broken_cache_file_is_named(tmp_path):

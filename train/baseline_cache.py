@@ -7,7 +7,7 @@ computed the same numbers five times (about 4 minutes each with 20 windows and f
 
 An entry is keyed by everything its episodes depend on: the heuristic, the scenario, the env config of the
 validation split, the window seeds, the step cap, the selection metric, and a fingerprint of the package's
-source (every ``.py`` file of its code), so an edit to the simulator or a heuristic never reuses old scores. Runs
+source and data files, so an edit to the simulator, a heuristic or their data never reuses old scores. Runs
 that reach the same entry together take turns under an exclusive ``flock`` on ``<file>.lock``: the first
 computes it, the others then read it.
 """
@@ -29,17 +29,26 @@ Means = dict[str, float]
 
 PACKAGES = ("clustergym", "clustergym.core", "clustergym.agents", "clustergym.baselines", "clustergym.eval",
             "clustergym.train")
+# the data the simulator reads (speed matrices, learning curves, machine mixes) and the bundled traces
+DATA = (("clustergym", "data"), ("clustergym.traces", "."))
+
+
+def _folder(package: str) -> Path:
+    return Path(importlib.util.find_spec(package).origin).parent  # found, not imported
 
 
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """SHA-256 over the module name and bytes of every ``.py`` file of the package's code (the subpackages of
-    :data:`PACKAGES`, each one folder)."""
+    """SHA-256 over the name and bytes of every ``.py`` file of the package's code (the subpackages of
+    :data:`PACKAGES`, each one folder) and of every file of its data (:data:`DATA`)."""
+    files = [(f"{name}/{p.name}", p) for name in PACKAGES for p in sorted(_folder(name).glob("*.py"))]
+    for name, sub in DATA:
+        root = _folder(name) / sub
+        files += [(f"{name}/{p.relative_to(root).as_posix()}", p) for p in sorted(root.rglob("*"))
+                  if p.is_file() and "__pycache__" not in p.parts]
     h = hashlib.sha256()
-    for name in PACKAGES:
-        folder = Path(importlib.util.find_spec(name).origin).parent  # found, not imported
-        for p in sorted(folder.glob("*.py")):
-            h.update(f"{name}/{p.name}".encode() + b"\0" + p.read_bytes() + b"\0")
+    for label, p in files:
+        h.update(label.encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
 
 
