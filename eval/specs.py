@@ -449,8 +449,8 @@ def git_state() -> tuple[str, bool] | None:
 
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
-    """``<package version>`` plus ``+g<commit>`` (and ``.dirty`` with uncommitted changes to tracked files)
-    when the package runs from a git checkout of its repository (:func:`git_state`)."""
+    """``<package version>`` plus ``+g<commit>`` (and ``.dirty.<digest of the diff>`` with uncommitted changes to
+    tracked files) when the package runs from a git checkout of its repository (:func:`git_state`)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -458,7 +458,17 @@ def code_version() -> str:
     except PackageNotFoundError:
         out = "unknown"
     state = git_state()
-    return out if state is None else f"{out}+g{state[0]}" + (".dirty" if state[1] else "")
+    if state is None:
+        return out
+    return f"{out}+g{state[0]}" + (f".dirty.{_diff_digest()}" if state[1] else "")
+
+
+def _diff_digest() -> str:
+    """The first 12 hex digits of the SHA-256 of ``git diff HEAD`` in the package's checkout: two different sets
+    of uncommitted edits give two versions, so no result of one is reused for the other."""
+    root = Path(__file__).resolve().parent.parent
+    diff = subprocess.run(["git", "-C", str(root), "diff", "--binary", "HEAD"], capture_output=True, timeout=30)
+    return hashlib.sha256(diff.stdout).hexdigest()[:12]
 
 
 def run_identity(policy_id: dict, env_id: str, env_kwargs: dict, seed: int) -> dict:

@@ -1,5 +1,5 @@
 """train/baseline_cache.py: a heuristic's validation means are computed once per key and read back after; the
-key changes with the windows and the code; concurrent runs compute an entry once."""
+key changes with the windows and the code version; concurrent runs compute an entry once."""
 from __future__ import annotations
 
 import json
@@ -36,42 +36,25 @@ def test_key_names_what_the_episodes_depend_on(monkeypatch):
     for change in ({"heuristic": "fifo"}, {"scenario": "clustergym/Hetero-v1"}, {"env_config": {"split": "train"}},
                    {"max_steps": None}, {"metric": "mean_jct"}):
         assert _key(**change) != base, change
-    monkeypatch.setattr(C, "code_fingerprint", lambda: "edited")  # any source edit gives a new fingerprint
+    monkeypatch.setattr(C, "code_version", lambda: "0.1.0+gother")  # another commit, or another uncommitted diff
     assert _key() != base
 
 
-def test_fingerprint_changes_with_any_source_file(tmp_path, monkeypatch):
-    pkg = tmp_path / "fakepkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "rule.py").write_text("LIMIT = 1\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(C, "PACKAGES", ("fakepkg",))
-    monkeypatch.setattr(C, "DATA", ())
-    C.code_fingerprint.cache_clear()
-    before = C.code_fingerprint()
-    (pkg / "rule.py").write_text("LIMIT = 2\n")
-    C.code_fingerprint.cache_clear()
-    after = C.code_fingerprint()
-    C.code_fingerprint.cache_clear()
-    assert before != after
+def test_two_uncommitted_diffs_are_two_code_versions(monkeypatch):
+    """code_version (the sweep runner's and the cache's reuse rule) tells uncommitted edits apart by their diff."""
+    import subprocess
 
+    from clustergym.eval import specs
 
-def test_fingerprint_covers_the_data_files(tmp_path, monkeypatch):
-    pkg = tmp_path / "fakedata"
-    (pkg / "data").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "data" / "speeds.csv").write_text("model,gpu,speed\nresnet,v100,1.0\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(C, "PACKAGES", ())
-    monkeypatch.setattr(C, "DATA", (("fakedata", "data"),))
-    prints = []
-    for speed in ("1.0", "2.0"):
-        (pkg / "data" / "speeds.csv").write_text(f"model,gpu,speed\nresnet,v100,{speed}\n")
-        C.code_fingerprint.cache_clear()
-        prints.append(C.code_fingerprint())
-    C.code_fingerprint.cache_clear()
-    assert prints[0] != prints[1]
+    monkeypatch.setattr(specs, "git_state", lambda: ("abc123", True))
+    versions = []
+    for diff in (b"-LIMIT = 1\n+LIMIT = 2\n", b"-LIMIT = 1\n+LIMIT = 3\n"):
+        monkeypatch.setattr(specs.subprocess, "run",
+                            lambda *a, d=diff, **k: subprocess.CompletedProcess(a, 0, stdout=d, stderr=b""))
+        specs.code_version.cache_clear()
+        versions.append(specs.code_version())
+    specs.code_version.cache_clear()
+    assert versions[0] != versions[1] and all("+gabc123.dirty." in v for v in versions)
 
 
 def test_a_broken_cache_file_is_named(tmp_path):

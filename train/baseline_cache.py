@@ -6,58 +6,32 @@ computed the same numbers five times (about 4 minutes each with 20 windows and f
 ``baseline_cache`` set to a JSON file, a run looks each heuristic up there first and stores what it computes.
 
 An entry is keyed by everything its episodes depend on: the heuristic, the scenario, the env config of the
-validation split, the window seeds, the step cap, the selection metric, and a fingerprint of the package's
-source and data files, so an edit to the simulator, a heuristic or their data never reuses old scores. Runs
-that reach the same entry together take turns under an exclusive ``flock`` on ``<file>.lock``: the first
+validation split, the window seeds, the step cap, the selection metric, and the code's version
+(:func:`clustergym.eval.specs.code_version`, the sweep runner's rule for reusing a result: the package version,
+the commit, and a digest of any uncommitted diff of tracked files), so an edit to the simulator, a heuristic or
+their data does not reuse old scores (an installed wheel is known by its version alone). Runs that reach the
+same entry together take turns under an exclusive ``flock`` on ``<file>.lock``: the first
 computes it, the others then read it.
 """
 from __future__ import annotations
 
 import fcntl
-import hashlib
-import importlib.util
 import json
 from contextlib import contextmanager
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from clustergym.eval.files import atomic_write_text
+from clustergym.eval.specs import canonical, code_version
 
 Means = dict[str, float]
-
-
-PACKAGES = ("clustergym", "clustergym.core", "clustergym.agents", "clustergym.baselines", "clustergym.eval",
-            "clustergym.train")
-# the data the simulator reads (speed matrices, learning curves, machine mixes) and the bundled traces
-DATA = (("clustergym", "data"), ("clustergym.traces", "."))
-
-
-def _folder(package: str) -> Path:
-    return Path(importlib.util.find_spec(package).origin).parent  # found, not imported
-
-
-@lru_cache(maxsize=1)
-def code_fingerprint() -> str:
-    """SHA-256 over the name and bytes of every ``.py`` file of the package's code (the subpackages of
-    :data:`PACKAGES`, each one folder) and of every file of its data (:data:`DATA`)."""
-    files = [(f"{name}/{p.name}", p) for name in PACKAGES for p in sorted(_folder(name).glob("*.py"))]
-    for name, sub in DATA:
-        root = _folder(name) / sub
-        files += [(f"{name}/{p.relative_to(root).as_posix()}", p) for p in sorted(root.rglob("*"))
-                  if p.is_file() and "__pycache__" not in p.parts]
-    h = hashlib.sha256()
-    for label, p in files:
-        h.update(label.encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()
 
 
 def entry_key(heuristic: str, scenario: str, env_config: dict, seeds: list[int], max_steps: int | None,
               metric: str) -> str:
     """The cache key of one heuristic's validation means (module docstring)."""
-    return json.dumps({"heuristic": heuristic, "scenario": scenario, "env": env_config, "seeds": list(seeds),
-                       "max_steps": max_steps, "metric": metric, "code": code_fingerprint()},
-                      sort_keys=True, default=str)
+    return canonical({"heuristic": heuristic, "scenario": scenario, "env": env_config, "seeds": list(seeds),
+                      "max_steps": max_steps, "metric": metric, "code": code_version()})
 
 
 @contextmanager

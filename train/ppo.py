@@ -222,29 +222,34 @@ def _bc_writer(folder: RunFolder):
 # ---------------------------------------------------------------------------------------------- 5. PPO
 def baseline_means(cfg: TrainConfig, folder: RunFolder) -> dict[str, dict[str, float]]:
     """The heuristics' means on the validation windows (computed once per run, kept in the state)."""
-    from clustergym.eval.rollout import evaluate
-    from clustergym.eval.stats import episode_means
-
-    from clustergym.train.baseline_cache import cached, entry_key
-
     m = cfg.select_metric
     for b in cfg.eval_baselines:
         if b not in folder.state["baselines"]:
-            def compute(b: str = b) -> dict[str, float]:
-                recs = evaluate(b, cfg.scenario, cfg.env_config("test"),
-                                progress(cfg.val_seeds(), b, cfg.progress_bar), max_steps=cfg.eval_max_steps)
-                return episode_means(recs, m)
-
-            if cfg.baseline_cache:  # shared with other runs on the same windows and code (train/baseline_cache.py)
-                key = entry_key(b, cfg.scenario, cfg.env_config("test"), cfg.val_seeds(), cfg.eval_max_steps, m)
-                bs, hit = cached(cfg.baseline_cache, key, compute)
-            else:
-                bs, hit = compute(), False
+            bs, hit = _baseline_score(cfg, b)
             folder.state["baselines"][b] = bs
             say(f"  {b} on the validation windows: {m} {bs.get(m, float('nan')):.0f}, unfinished "
                 f"{bs.get('unfinished', 0):.1f}, return {bs['episode_return']:.3f}"
                 + (f" (from {cfg.baseline_cache})" if hit else ""))
     return folder.state["baselines"]
+
+
+def _baseline_score(cfg: TrainConfig, heuristic: str) -> tuple[dict[str, float], bool]:
+    """(heuristic's means on the validation windows, whether they were read from ``cfg.baseline_cache``)."""
+    from clustergym.eval.rollout import evaluate
+    from clustergym.eval.stats import episode_means
+    from clustergym.train.baseline_cache import cached, entry_key
+
+    env, seeds, metric = cfg.env_config("test"), cfg.val_seeds(), cfg.select_metric
+
+    def compute() -> dict[str, float]:
+        recs = evaluate(heuristic, cfg.scenario, env, progress(seeds, heuristic, cfg.progress_bar),
+                        max_steps=cfg.eval_max_steps)
+        return episode_means(recs, metric)
+
+    if not cfg.baseline_cache:
+        return compute(), False
+    key = entry_key(heuristic, cfg.scenario, env, seeds, cfg.eval_max_steps, metric)
+    return cached(cfg.baseline_cache, key, compute)  # shared with other runs (train/baseline_cache.py)
 
 
 def periodic_eval(cfg: TrainConfig, folder: RunFolder, model, logger) -> dict:

@@ -8,8 +8,9 @@ Each seed trains in its own run folder ``<out>/seed-<k>`` (log ``<out>/seed-<k>.
 continues unfinished ones with ``--resume``; a folder stopped before its first checkpoint holds nothing to
 resume and is started again. The runs share ``<out>/baseline-cache.json`` (``--baseline-cache``, unless a
 flag after ``--`` sets it): the heuristics' validation scores are the same for every seed, so the first run
-to need one computes it and the others read it (``train/baseline_cache.py``). Every run's final table uses the same held-out windows (``eval_seed``), so the
-agent is compared with each heuristic on the same windows in every run.
+to need one computes it and the others read it (``train/baseline_cache.py``). Every run's final table uses
+the same held-out windows (``eval_seed``), so the agent is compared with each heuristic on the same windows in
+every run.
 
 The table across seeds (``seeds.csv``, ``seeds.md``): per run, the relative mean-JCT difference of the agent
 against each heuristic on that run's final windows, ``(mean agent − mean other) / mean other`` of
