@@ -15,6 +15,10 @@ Two decodings of the same distribution:
   policy trained by PPO decides at the granularity of rows, so adding a copy of a destination does not
   change which row is acted on. Ties go to the lower index, placements before the row's other actions, and
   "end round" wins only if it is at least as probable as every decision.
+- ``act-first``: first the mode of the policy's binary choice, end the round or act: the round ends only if
+  "end round" carries at least half of the probability; otherwise the ``row-kind`` decision among the rest.
+  Under ``row-kind`` a round also ends when acting is likely but spread over several rows (0.4 on "end
+  round" against 0.6 over three waiting jobs ends it), which the sampled policy does with probability 0.4.
 
 :class:`DecodedAgent` wraps a loaded SB3 model so that ``predict(obs, action_masks=..., deterministic=True)``
 decodes with ``row-kind``; stochastic sampling is unchanged. :func:`greedy_action` decodes one state's logits
@@ -29,7 +33,7 @@ import numpy as np
 if TYPE_CHECKING:
     import torch as th
 
-DECODINGS: tuple[str, ...] = ("joint", "row-kind")
+DECODINGS: tuple[str, ...] = ("joint", "row-kind", "act-first")
 
 
 def check_decode(decode: str) -> str:
@@ -38,10 +42,10 @@ def check_decode(decode: str) -> str:
     return decode
 
 
-def row_kind_mode(probs: th.Tensor, W: int, C: int, K: int) -> th.Tensor:
+def row_kind_mode(probs: th.Tensor, W: int, C: int, K: int, act_first: bool = False) -> th.Tensor:
     """The ``row-kind`` action (B,) of action probabilities ``probs`` (B, W*C+1) laid out as the env's
     (W rows x C columns, the first K of them destinations, then "end round"); masked actions have
-    probability 0."""
+    probability 0. ``act_first``: the ``act-first`` action (end the round only on half of the probability)."""
     import torch as th  # here, so that configs can name the decodings without importing torch
 
     B = probs.shape[0]
@@ -52,7 +56,8 @@ def row_kind_mode(probs: th.Tensor, W: int, C: int, K: int) -> th.Tensor:
     row, kind = best // (C - K + 1), best % (C - K + 1)
     column = th.where(kind == 0, grid[th.arange(B), row, :K].argmax(-1), K + kind - 1)
     action = row * C + column
-    end_wins = probs[:, -1] >= decisions.gather(1, best.unsqueeze(1)).squeeze(1)
+    end_p = probs[:, -1]
+    end_wins = end_p >= (probs.sum(-1) - end_p if act_first else decisions.gather(1, best.unsqueeze(1)).squeeze(1))
     return th.where(end_wins, th.full_like(action, W * C), action)
 
 
@@ -74,18 +79,19 @@ def greedy_action(logits: np.ndarray, mask: np.ndarray, obs: dict, decode: str) 
 
     probs = np.exp(masked - masked.max())
     W, C, K = layout(len(mask), obs["tasks"].shape, obs["servers"].shape)
-    return int(row_kind_mode(th.as_tensor(probs / probs.sum()).unsqueeze(0), W, C, K)[0])
+    return int(row_kind_mode(th.as_tensor(probs / probs.sum()).unsqueeze(0), W, C, K, decode == "act-first")[0])
 
 
 class DecodedAgent:
-    """A loaded SB3 model whose deterministic action is decoded with ``row-kind`` (module docstring); every
-    other attribute is the model's. ``predict`` takes SB3's arguments and returns (actions, None).
+    """A loaded SB3 model whose deterministic action is decoded with ``row-kind`` or, with ``act_first``,
+    ``act-first`` (module docstring); every other attribute is the model's. ``predict`` takes SB3's arguments and returns (actions, None).
     ``destinations``: the destination columns per row (the env window's ``D``: K x G with ``gpu_actions``);
     None reads K from the observation's ``servers``, which is right without GPU slots."""
 
-    def __init__(self, model: Any, destinations: int | None = None) -> None:
+    def __init__(self, model: Any, destinations: int | None = None, act_first: bool = False) -> None:
         self.model = model
         self.destinations = destinations
+        self.act_first = act_first
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
@@ -106,7 +112,7 @@ class DecodedAgent:
                     if isinstance(policy, MaskableActorCriticPolicy) else policy.get_distribution(obs))
             probs = dist.distribution.probs
         W, C, K = layout(probs.shape[-1], obs["tasks"].shape, obs["servers"].shape)
-        actions = row_kind_mode(probs, W, C, self.destinations or K)
+        actions = row_kind_mode(probs, W, C, self.destinations or K, self.act_first)
         actions = actions.cpu().numpy()
         return (actions if vectorized else actions[0]), None
 
@@ -117,7 +123,8 @@ def with_decode(model: Any, decode: str, env: Any = None) -> Any:
     if check_decode(decode) == "joint":
         return model
     own = getattr(model, "get_env", lambda: None)
-    return DecodedAgent(model, destinations=destination_columns(env if env is not None else own()))
+    return DecodedAgent(model, destinations=destination_columns(env if env is not None else own()),
+                        act_first=decode == "act-first")
 
 
 def destination_columns(env: Any) -> int | None:

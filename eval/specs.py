@@ -14,7 +14,7 @@ kind           spec                                           loaded, in the wor
                                                               ``predict(obs, action_masks=...)`` like SB3's
 =============  =============================================  ================================================
 
-An agent's (SB3 or RLlib) one parameter, ``decode`` (``joint``, the default, or ``row-kind``), is how its
+An agent's (SB3 or RLlib) one parameter, ``decode`` (``joint``, the default, ``row-kind`` or ``act-first``), is how its
 deterministic action is read from its action distribution (:mod:`clustergym.agents.decode`). A spec that ends in ``.zip`` (before
 any ``:decode=...``), holds a path separator or starts with ``.`` is a file: an RLlib checkpoint if it
 is a folder with ``rllib_checkpoint.json``, else an SB3 agent. Otherwise ``module:attr`` with ``attr`` a dotted

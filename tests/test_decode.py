@@ -47,6 +47,21 @@ def test_a_single_column_decision_and_end_round():
     assert int(row_kind_mode(p, W, C, K)) == W * C  # a tie goes to end round
 
 
+def test_act_first_ends_the_round_only_on_half_the_probability():
+    # two waiting jobs' placements, 0.3 each: row-kind ends the round on 0.4, act-first places row 0
+    spread = _probs({(0, 0): 0.3, (1, 0): 0.3}, end=0.4)
+    assert int(row_kind_mode(spread, W, C, K)) == W * C
+    assert int(row_kind_mode(spread, W, C, K, act_first=True)) == 0 * C + 0
+    # acting, it takes row-kind's decision among the rest: row 1's placement summed over two columns (0.3)
+    # beats row 0's stop option (0.2)
+    rest = _probs({(0, 4): 0.2, (1, 1): 0.15, (1, 2): 0.15, (0, 0): 0.05}, end=0.45)
+    assert int(row_kind_mode(rest, W, C, K, act_first=True)) == 1 * C + 1
+    more = _probs({(0, 4): 0.15, (1, 1): 0.1, (1, 2): 0.1, (0, 0): 0.05}, end=0.6)
+    assert int(row_kind_mode(more, W, C, K, act_first=True)) == W * C
+    half = _probs({(0, 0): 0.5}, end=0.5)
+    assert int(row_kind_mode(half, W, C, K, act_first=True)) == W * C  # a tie goes to end round
+
+
 def test_batched_rows_decode_independently():
     a = _probs({(0, 0): 0.18, (0, 1): 0.18, (0, 2): 0.18, (1, 4): 0.36}, end=0.10)
     b = _probs({(1, 0): 0.1, (1, 2): 0.3, (0, 3): 0.2, (0, 5): 0.2}, end=0.2)
@@ -68,6 +83,10 @@ def test_greedy_action_decodes_logits_under_the_mask():
     assert greedy_action(logits, mask, obs, "row-kind") == 0
     mask[[0, 1, 2]] = False  # row 0 cannot be placed: the stop option is the most probable decision left
     assert greedy_action(logits, mask, obs, "row-kind") == 1 * C + 4
+    end = np.full(W * C + 1, -5.0)
+    end[[0, 1 * C]], end[-1] = 0.0, 0.3  # two rows' placements of equal weight, "end round" a little above each
+    assert greedy_action(end, np.ones(W * C + 1, dtype=bool), obs, "row-kind") == W * C
+    assert greedy_action(end, np.ones(W * C + 1, dtype=bool), obs, "act-first") == 0
     with pytest.raises(ValueError, match="unknown decode"):
         greedy_action(logits, mask, obs, "sample")
 
@@ -84,9 +103,10 @@ def _agent(tmp_path):
         return env, path, load_agent(path, env=env)
 
 
-def test_a_decoded_agent_plays_valid_actions_and_matches_the_mode_of_its_distribution(tmp_path):
+@pytest.mark.parametrize("decode", ["row-kind", "act-first"])
+def test_a_decoded_agent_plays_valid_actions_and_matches_the_mode_of_its_distribution(tmp_path, decode):
     env, _, model = _agent(tmp_path)
-    agent = with_decode(model, "row-kind")
+    agent = with_decode(model, decode)
     assert isinstance(agent, DecodedAgent) and with_decode(model, "joint") is model
     u = env.unwrapped
     obs, _ = env.reset(seed=3)
@@ -96,7 +116,8 @@ def test_a_decoded_agent_plays_valid_actions_and_matches_the_mode_of_its_distrib
         assert mask[int(a)]
         t, _ = model.policy.obs_to_tensor(obs)
         probs = model.policy.get_distribution(t, action_masks=mask).distribution.probs
-        assert int(a) == int(row_kind_mode(probs, u.window.W, u.window.C, u.window.K)[0])
+        mode = row_kind_mode(probs, u.window.W, u.window.C, u.window.K, act_first=decode == "act-first")
+        assert int(a) == int(mode[0])
         s, _ = agent.predict(obs, action_masks=mask, deterministic=False)  # sampling is the model's
         assert mask[int(s)]
         obs, _, term, trunc, _ = env.step(int(a))

@@ -412,7 +412,9 @@ def _documented_flags() -> dict[str, dict]:
         "decode": {"choices": _CHOICES["decode"], "help": "how the periodic evaluations and the final table read the "
                                                          "agent's deterministic action: joint = its most probable "
                                                          "action, row-kind = its most probable row and command, then "
-                                                         f"column (docs/training.md; default {D.decode})"},
+                                                         "column, act-first = end the round only if that has half "
+                                                         f"the probability, else row-kind (docs/training.md; default "
+                                                         f"{D.decode})"},
         "eval_episodes": {"type": int, "help": f"held-out windows per periodic evaluation (default {D.eval_episodes})"},
         "eval_freq": {"type": int, "help": f"env steps between periodic evaluations, 0 = none (default {D.eval_freq})"},
         "keep_checkpoints": {"type": _flag_parser("keep_checkpoints"), "metavar": "true|false",
