@@ -7,7 +7,7 @@ on a 2,474-GPU window with 32 rows and 32 idle destinations shown, placements ca
 in all but none more than 0.003, against 0.10 for one stop option, so the joint argmax set stop options and
 ended rounds while 981 tasks waited on an idle cluster (docs/training.md, "Deterministic decoding").
 
-Two decodings of the same distribution:
+Three decodings of the same distribution:
 
 - ``joint`` (SB3's ``deterministic=True``, the default): the single most probable action index.
 - ``row-kind``: the most probable (row, kind) decision, a placement's probability summed over its
@@ -21,7 +21,7 @@ Two decodings of the same distribution:
   round" against 0.6 over three waiting jobs ends it), which the sampled policy does with probability 0.4.
 
 :class:`DecodedAgent` wraps a loaded SB3 model so that ``predict(obs, action_masks=..., deterministic=True)``
-decodes with ``row-kind``; stochastic sampling is unchanged. :func:`greedy_action` decodes one state's logits
+decodes with ``row-kind`` or ``act-first``; stochastic sampling is unchanged. :func:`greedy_action` decodes one state's logits
 (RLlib checkpoints, ``agents/rllib.py``).
 """
 from __future__ import annotations
@@ -84,7 +84,8 @@ def greedy_action(logits: np.ndarray, mask: np.ndarray, obs: dict, decode: str) 
 
 class DecodedAgent:
     """A loaded SB3 model whose deterministic action is decoded with ``row-kind`` or, with ``act_first``,
-    ``act-first`` (module docstring); every other attribute is the model's. ``predict`` takes SB3's arguments and returns (actions, None).
+    ``act-first`` (module docstring); every other attribute is the model's. ``predict`` takes SB3's arguments
+    and returns (actions, None).
     ``destinations``: the destination columns per row (the env window's ``D``: K x G with ``gpu_actions``);
     None reads K from the observation's ``servers``, which is right without GPU slots."""
 
@@ -119,7 +120,8 @@ class DecodedAgent:
 
 def with_decode(model: Any, decode: str, env: Any = None) -> Any:
     """``model`` as it decodes deterministic actions with ``decode`` (``joint``: the model itself). ``env`` (or,
-    without it, the model's own env) gives the destination columns of ``row-kind`` (:class:`DecodedAgent`)."""
+    without it, the model's own env) gives the destination columns of ``row-kind`` and ``act-first``
+    (:class:`DecodedAgent`)."""
     if check_decode(decode) == "joint":
         return model
     own = getattr(model, "get_env", lambda: None)
