@@ -21,8 +21,8 @@ Three decodings of the same distribution:
   round" against 0.6 over three waiting jobs ends it), which the sampled policy does with probability 0.4.
 
 :class:`DecodedAgent` wraps a loaded SB3 model so that ``predict(obs, action_masks=..., deterministic=True)``
-decodes with ``row-kind`` or ``act-first``; stochastic sampling is unchanged. :func:`greedy_action` decodes one state's logits
-(RLlib checkpoints, ``agents/rllib.py``).
+decodes with ``row-kind`` or ``act-first``; stochastic sampling is unchanged. :func:`greedy_action` decodes
+one state's logits (RLlib checkpoints, ``agents/rllib.py``).
 """
 from __future__ import annotations
 
