@@ -413,7 +413,7 @@ def _documented_flags() -> dict[str, dict]:
                                                          "agent's deterministic action: joint = its most probable "
                                                          "action, row-kind = its most probable row and command, then "
                                                          "column, act-first = end the round only if that has half "
-                                                         f"the probability, else row-kind (docs/training.md; default "
+                                                         "the probability, else row-kind (docs/training.md; default "
                                                          f"{D.decode})"},
         "eval_episodes": {"type": int, "help": f"held-out windows per periodic evaluation (default {D.eval_episodes})"},
         "eval_freq": {"type": int, "help": f"env steps between periodic evaluations, 0 = none (default {D.eval_freq})"},
