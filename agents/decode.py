@@ -42,10 +42,10 @@ def check_decode(decode: str) -> str:
     return decode
 
 
-def row_kind_mode(probs: th.Tensor, W: int, C: int, K: int, act_first: bool = False) -> th.Tensor:
-    """The ``row-kind`` action (B,) of action probabilities ``probs`` (B, W*C+1) laid out as the env's
-    (W rows x C columns, the first K of them destinations, then "end round"); masked actions have
-    probability 0. ``act_first``: the ``act-first`` action (end the round only on half of the probability)."""
+def row_kind_mode(probs: th.Tensor, W: int, C: int, K: int, decode: str = "row-kind") -> th.Tensor:
+    """The ``row-kind`` (or, with ``decode="act-first"``, the ``act-first``) action (B,) of action
+    probabilities ``probs`` (B, W*C+1) laid out as the env's (W rows x C columns, the first K of them
+    destinations, then "end round"); masked actions have probability 0."""
     import torch as th  # here, so that configs can name the decodings without importing torch
 
     B = probs.shape[0]
@@ -57,7 +57,8 @@ def row_kind_mode(probs: th.Tensor, W: int, C: int, K: int, act_first: bool = Fa
     column = th.where(kind == 0, grid[th.arange(B), row, :K].argmax(-1), K + kind - 1)
     action = row * C + column
     end_p = probs[:, -1]
-    end_wins = end_p >= (probs.sum(-1) - end_p if act_first else decisions.gather(1, best.unsqueeze(1)).squeeze(1))
+    rival = probs.sum(-1) - end_p if check_decode(decode) == "act-first" else decisions.gather(1, best[:, None])[:, 0]
+    end_wins = end_p >= rival
     return th.where(end_wins, th.full_like(action, W * C), action)
 
 
@@ -79,20 +80,22 @@ def greedy_action(logits: np.ndarray, mask: np.ndarray, obs: dict, decode: str) 
 
     probs = np.exp(masked - masked.max())
     W, C, K = layout(len(mask), obs["tasks"].shape, obs["servers"].shape)
-    return int(row_kind_mode(th.as_tensor(probs / probs.sum()).unsqueeze(0), W, C, K, decode == "act-first")[0])
+    return int(row_kind_mode(th.as_tensor(probs / probs.sum()).unsqueeze(0), W, C, K, decode)[0])
 
 
 class DecodedAgent:
-    """A loaded SB3 model whose deterministic action is decoded with ``row-kind`` or, with ``act_first``,
-    ``act-first`` (module docstring); every other attribute is the model's. ``predict`` takes SB3's arguments
+    """A loaded SB3 model whose deterministic action is decoded with ``decode``, ``row-kind`` or ``act-first``
+    (module docstring); every other attribute is the model's. ``predict`` takes SB3's arguments
     and returns (actions, None).
     ``destinations``: the destination columns per row (the env window's ``D``: K x G with ``gpu_actions``);
     None reads K from the observation's ``servers``, which is right without GPU slots."""
 
-    def __init__(self, model: Any, destinations: int | None = None, act_first: bool = False) -> None:
+    def __init__(self, model: Any, destinations: int | None = None, decode: str = "row-kind") -> None:
         self.model = model
         self.destinations = destinations
-        self.act_first = act_first
+        if check_decode(decode) == "joint":  # the model's own predict: with_decode returns the model itself
+            raise ValueError("DecodedAgent decodes row-kind or act-first; joint is the model's own predict")
+        self.decode = decode
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
@@ -113,7 +116,7 @@ class DecodedAgent:
                     if isinstance(policy, MaskableActorCriticPolicy) else policy.get_distribution(obs))
             probs = dist.distribution.probs
         W, C, K = layout(probs.shape[-1], obs["tasks"].shape, obs["servers"].shape)
-        actions = row_kind_mode(probs, W, C, self.destinations or K, self.act_first)
+        actions = row_kind_mode(probs, W, C, self.destinations or K, self.decode)
         actions = actions.cpu().numpy()
         return (actions if vectorized else actions[0]), None
 
@@ -126,7 +129,7 @@ def with_decode(model: Any, decode: str, env: Any = None) -> Any:
         return model
     own = getattr(model, "get_env", lambda: None)
     return DecodedAgent(model, destinations=destination_columns(env if env is not None else own()),
-                        act_first=decode == "act-first")
+                        decode=decode)
 
 
 def destination_columns(env: Any) -> int | None:

@@ -51,15 +51,15 @@ def test_act_first_ends_the_round_only_on_half_the_probability():
     # two waiting jobs' placements, 0.3 each: row-kind ends the round on 0.4, act-first places row 0
     spread = _probs({(0, 0): 0.3, (1, 0): 0.3}, end=0.4)
     assert int(row_kind_mode(spread, W, C, K)) == W * C
-    assert int(row_kind_mode(spread, W, C, K, act_first=True)) == 0 * C + 0
+    assert int(row_kind_mode(spread, W, C, K, decode="act-first")) == 0 * C + 0
     # acting, it takes row-kind's decision among the rest: row 1's placement summed over two columns (0.3)
     # beats row 0's stop option (0.2)
     rest = _probs({(0, 4): 0.2, (1, 1): 0.15, (1, 2): 0.15, (0, 0): 0.05}, end=0.45)
-    assert int(row_kind_mode(rest, W, C, K, act_first=True)) == 1 * C + 1
+    assert int(row_kind_mode(rest, W, C, K, decode="act-first")) == 1 * C + 1
     more = _probs({(0, 4): 0.15, (1, 1): 0.1, (1, 2): 0.1, (0, 0): 0.05}, end=0.6)
-    assert int(row_kind_mode(more, W, C, K, act_first=True)) == W * C
+    assert int(row_kind_mode(more, W, C, K, decode="act-first")) == W * C
     half = _probs({(0, 0): 0.5}, end=0.5)
-    assert int(row_kind_mode(half, W, C, K, act_first=True)) == W * C  # a tie goes to end round
+    assert int(row_kind_mode(half, W, C, K, decode="act-first")) == W * C  # a tie goes to end round
 
 
 def test_batched_rows_decode_independently():
@@ -116,7 +116,7 @@ def test_a_decoded_agent_plays_valid_actions_and_matches_the_mode_of_its_distrib
         assert mask[int(a)]
         t, _ = model.policy.obs_to_tensor(obs)
         probs = model.policy.get_distribution(t, action_masks=mask).distribution.probs
-        mode = row_kind_mode(probs, u.window.W, u.window.C, u.window.K, act_first=decode == "act-first")
+        mode = row_kind_mode(probs, u.window.W, u.window.C, u.window.K, decode)
         assert int(a) == int(mode[0])
         s, _ = agent.predict(obs, action_masks=mask, deterministic=False)  # sampling is the model's
         assert mask[int(s)]
