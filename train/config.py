@@ -93,6 +93,11 @@ class TrainConfig:
     teacher_coef: float = 0.0
     teacher_coef_end: float = 0.0  # the weight reached at `timesteps` (= teacher_coef: a constant weight)
     value_warmup_steps: int = 0  # first PPO env steps with only the critic learning (train/callbacks.py ValueWarmup)
+    # TensorBoard diagnostics of PPO (train/probes.py): `probe_states` of the teacher's states (0 = off) on the
+    # first `probe_episodes` training windows the warm start holds out, measured every `probe_every` rollouts
+    probe_states: int = 512
+    probe_episodes: int = 2
+    probe_every: int = 4
     # evaluation on held-out windows (split="test"): periodic evaluation (which picks the best checkpoint) and the
     # final table use different windows, so the table is not measured on the windows the checkpoint was chosen on
     eval_freq: int = 10_000  # env steps between periodic evaluations (0 = only before and after training)
@@ -158,7 +163,7 @@ class TrainConfig:
 FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig))
 # settings that may differ on --resume without refusing (they do not change what is trained)
 RESUME_FREE = frozenset({"out", "progress_bar", "log_every", "device", "torch_threads", "env_workers",
-                         "keep_checkpoints"})
+                         "keep_checkpoints", "probe_states", "probe_episodes", "probe_every"})
 
 # integer settings and their least allowed value (0 = "none": no warm start, no periodic evaluation between the
 # ones before and after training, no final table); those in _MAY_BE_NONE also take None (no step cap)
@@ -168,7 +173,7 @@ _COUNTS = {"timesteps": 0, "n_envs": 1, "env_workers": 1, "torch_threads": 0, "d
            "bc_dagger_episodes": 0, "bc_dagger_steps": 0, "bc_dagger_max_steps": 1, "bc_batch_size": 1,
            "eval_freq": 0, "eval_episodes": 1, "eval_max_steps": 1, "final_eval_episodes": 0,
            "final_eval_max_steps": 1, "log_every": 1, "expert_episodes": 1,
-           "value_warmup_steps": 0}
+           "value_warmup_steps": 0, "probe_states": 0, "probe_episodes": 1, "probe_every": 1}
 _MAY_BE_NONE = {"train_max_steps", "bc_dagger_max_steps", "eval_max_steps", "final_eval_max_steps"}
 _SEEDS = ("seed", "val_seed", "eval_seed")
 # real settings and their allowed interval (lo, hi, whether lo itself is allowed)

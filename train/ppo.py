@@ -133,9 +133,9 @@ def warm_start(cfg: TrainConfig, folder: RunFolder, model) -> dict:
 
     t0 = time.time()
     expert, choice = choose_teacher(cfg)
-    base = cfg.seed * 100_003 + 7
+    base = warm_start_base(cfg)
     train_seeds = [base + i for i in range(cfg.bc_episodes)]
-    hold_seeds = [base + 50_000 + i for i in range(cfg.bc_holdout_episodes)]
+    hold_seeds = holdout_seeds(cfg, cfg.bc_holdout_episodes)
     ecfg = cfg.train_env_config()
     say(f"BC: rolling out {expert} on {len(train_seeds)} + {len(hold_seeds)} training windows")
     wrap = reward_wrapper(cfg, ecfg)  # value targets on the training reward
@@ -177,6 +177,17 @@ def warm_start(cfg: TrainConfig, folder: RunFolder, model) -> dict:
         f"  (held-out before BC {before:.3f}, on the expert's placements {res['agreement_holdout_placements']:.3f}; "
         f"{res['rollout_s']:.0f} s rollouts, {res['train_s']:.0f} s training)")
     return res
+
+
+def warm_start_base(cfg: TrainConfig) -> int:
+    """The first of the warm start's training-window seeds (expert rollouts from here, held-out ones from
+    +50,000, DAgger's from +100,000)."""
+    return cfg.seed * 100_003 + 7
+
+
+def holdout_seeds(cfg: TrainConfig, n: int) -> list[int]:
+    """The first ``n`` training windows the warm start holds out (its agreement windows; the PPO probe's)."""
+    return [warm_start_base(cfg) + 50_000 + i for i in range(n)]
 
 
 def dagger_rounds(cfg: TrainConfig, expert: str, model, data: dict, hold: dict | None, base: int, wrap, writer):
@@ -322,6 +333,9 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
                 from clustergym.agents.teacher_term import TeacherTerm
 
                 cbs.append(TeacherTerm(cfg.teacher_coef, cfg.timesteps, cfg.seed, cfg.teacher_coef_end))
+            probe = policy_probe(cfg, folder)
+            if probe is not None:
+                cbs.append(probe)
             n0, t0 = model.num_timesteps, time.time()
             model.learn(cfg.timesteps - model.num_timesteps, callback=cbs, tb_log_name="ppo",
                         reset_num_timesteps=False, progress_bar=False)
@@ -336,6 +350,26 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
             model.set_logger(configure_logger(0, tb_dir, "ppo", False))
         periodic_eval(cfg, folder, model, model.logger)
     return True
+
+
+def policy_probe(cfg: TrainConfig, folder: RunFolder):
+    """The TensorBoard probe of PPO's updates (train/probes.py) on the teacher's states, or None when
+    ``probe_states`` is 0 or no teacher is known (said on the console)."""
+    if not cfg.probe_states:
+        return None
+    try:
+        teacher = teacher_name(cfg, folder)
+    except ConfigError:
+        say("No PPO probe: no teacher is known (init_from with expert 'best'); name one with --expert")
+        return None
+    from clustergym.train.probes import PolicyProbe, probe_states
+
+    t0 = time.time()
+    data = probe_states(teacher, cfg.scenario, cfg.train_env_config(), holdout_seeds(cfg, cfg.probe_episodes),
+                        cfg.probe_states, cfg.seed)
+    say(f"PPO probe: {len(data['actions']):,} of {teacher}'s states on {cfg.probe_episodes} held-out training "
+        f"window(s), every {cfg.probe_every} rollout(s) [{time.time() - t0:.0f} s]")
+    return PolicyProbe(data, cfg.probe_every)
 
 
 def throughput_line(steps: int, seconds: float, eval_seconds: float, cfg: TrainConfig) -> str:

@@ -34,7 +34,7 @@ none: no KL term). Not on this path, refused by name if set: ``n_envs`` other th
 ``--num-env-runners``), ``gamma_hour`` (RLlib discounts per step; this path's default is none),
 ``value_warmup_steps``, ``teacher_coef``, ``init_from``, ``algo ppo`` (the module always masks), ``share_encoder false``, ``reward_baseline``, a ``device`` other than cpu and
 ``--resume``. There is no periodic evaluation (the ``eval_*``/``val_seed``/``select_metric`` settings do not
-apply): the table is of the final checkpoint.
+apply): the table is of the final checkpoint. Nor is there train/ppo.py's probe of the updates (``probe_*``).
 """
 from __future__ import annotations
 
