@@ -93,6 +93,9 @@ class TrainConfig:
     teacher_coef: float = 0.0
     teacher_coef_end: float = 0.0  # the weight reached at `timesteps` (= teacher_coef: a constant weight)
     value_warmup_steps: int = 0  # first PPO env steps with only the critic learning (train/callbacks.py ValueWarmup)
+    # each training episode starts after the teacher has played U{0..train_start_steps-1} steps of its window
+    # (train/start_states.py); 0 = every episode starts at the window's first decision
+    train_start_steps: int = 0
     # TensorBoard diagnostics of PPO (train/probes.py): `probe_states` of the teacher's states (0 = off) on the
     # first `probe_episodes` training windows the warm start holds out, measured every `probe_every` rollouts
     probe_states: int = 512
@@ -173,7 +176,8 @@ _COUNTS = {"timesteps": 0, "n_envs": 1, "env_workers": 1, "torch_threads": 0, "d
            "bc_dagger_episodes": 0, "bc_dagger_steps": 0, "bc_dagger_max_steps": 1, "bc_batch_size": 1,
            "eval_freq": 0, "eval_episodes": 1, "eval_max_steps": 1, "final_eval_episodes": 0,
            "final_eval_max_steps": 1, "log_every": 1, "expert_episodes": 1,
-           "value_warmup_steps": 0, "probe_states": 0, "probe_episodes": 1, "probe_every": 1}
+           "value_warmup_steps": 0, "probe_states": 0, "probe_episodes": 1, "probe_every": 1,
+           "train_start_steps": 0}
 _MAY_BE_NONE = {"train_max_steps", "bc_dagger_max_steps", "eval_max_steps", "final_eval_max_steps"}
 _SEEDS = ("seed", "val_seed", "eval_seed")
 # real settings and their allowed interval (lo, hi, whether lo itself is allowed)
@@ -273,6 +277,11 @@ def _check_names(c: TrainConfig) -> None:
         raise ConfigError("vec_env pipelined needs algo maskable and teacher_coef 0 (the teacher term reads every "
                           f"env's label at each step, which the overlapped halves would race with); got algo "
                           f"{c.algo!r}, teacher_coef {c.teacher_coef!r}")
+    if c.train_start_steps and (c.reward_baseline or c.teacher_coef > 0):
+        raise ConfigError("train_start_steps needs reward_baseline none and teacher_coef 0 (the baseline's twin "
+                          "and the teacher's labels would start at the window's first decision, not where the "
+                          f"teacher's prefix left it); got reward_baseline {c.reward_baseline!r}, teacher_coef "
+                          f"{c.teacher_coef!r}")
     if not isinstance(c.env, dict):
         raise ConfigError(f"env must be a mapping of EnvConfig fields, got {c.env!r}")
     register_all()

@@ -76,13 +76,24 @@ def training_envs(cfg: TrainConfig):
     vec_cls = {"dummy": DummyVecEnv, "subproc": SubprocVecEnv}.get(cfg.vec_env, GroupedSubprocVecEnv)
     workers = {"grouped": cfg.env_workers, "pipelined": 1}.get(cfg.vec_env)
     wrap = reward_wrapper(cfg, ecfg)
+    make = worker_env if parallel else make_env
+    if cfg.train_start_steps:  # inside the Monitor: it counts only the learner's part of an episode
+        make = partial(teacher_started_env, make, cfg.train_start_steps)
     if cfg.teacher_coef > 0:  # the teacher's labels of every training state (agents/teacher_term.py)
         from clustergym.agents.teacher_term import TeacherLabels
 
         wrap = partial(_wrapped, TeacherLabels, wrap)
-    return make_vec_env(worker_env if parallel else make_env, n_envs=cfg.n_envs, seed=cfg.seed, vec_env_cls=vec_cls,
+    return make_vec_env(make, n_envs=cfg.n_envs, seed=cfg.seed, vec_env_cls=vec_cls,
                         vec_env_kwargs={"n_workers": workers} if workers else None,
                         env_kwargs={"env_id": cfg.scenario, "config": ecfg}, wrapper_class=wrap)
+
+
+def teacher_started_env(make, max_steps: int, env_id: str, config: dict):
+    """``make(env_id, config)`` with episodes that start where the teacher's prefix left them
+    (train/start_states.py; the teacher is set in :func:`run_ppo`)."""
+    from clustergym.train.start_states import TeacherStart
+
+    return TeacherStart(make(env_id, config), max_steps)
 
 
 def _wrapped(outer, inner, env):
@@ -315,6 +326,8 @@ def run_ppo(cfg: TrainConfig, folder: RunFolder, model, stop: StopSignals, stop_
     if model.num_timesteps < cfg.timesteps:
         if cfg.teacher_coef > 0:  # before any reset: the envs label each state they show with the teacher's action
             model.env.env_method("set_teacher", teacher_name(cfg, folder))
+        if cfg.train_start_steps:  # before any reset: the teacher plays each episode's prefix
+            model.env.env_method("set_start_teacher", teacher_name(cfg, folder))
         if hasattr(model.env, "reset_async"):  # env workers reset during the first evaluation; learn() collects it
             model.env.reset_async()
     with stop.graceful():

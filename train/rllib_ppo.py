@@ -32,7 +32,7 @@ PPO settings map onto RLlib's: ``learning_rate`` -> ``lr``, ``n_steps`` -> ``tra
 RLlib has no early stop, so it becomes the target of RLlib's adaptive KL penalty (``use_kl_loss``, ``kl_target``;
 none: no KL term). Not on this path, refused by name if set: ``n_envs`` other than 1 (use
 ``--num-env-runners``), ``gamma_hour`` (RLlib discounts per step; this path's default is none),
-``value_warmup_steps``, ``teacher_coef``, ``init_from``, ``algo ppo`` (the module always masks), ``share_encoder false``, ``reward_baseline``, a ``device`` other than cpu and
+``value_warmup_steps``, ``teacher_coef``, ``train_start_steps``, ``init_from``, ``algo ppo`` (the module always masks), ``share_encoder false``, ``reward_baseline``, a ``device`` other than cpu and
 ``--resume``. There is no periodic evaluation (the ``eval_*``/``val_seed``/``select_metric`` settings do not
 apply): the table is of the final checkpoint. Nor is there train/ppo.py's probe of the updates (``probe_*``).
 """
@@ -102,6 +102,8 @@ def check_rllib(cfg: TrainConfig) -> None:
         bad.append(f"value_warmup_steps {cfg.value_warmup_steps} (train/ppo.py only)")
     if cfg.teacher_coef:
         bad.append(f"teacher_coef {cfg.teacher_coef} (train/ppo.py only)")
+    if cfg.train_start_steps:
+        bad.append(f"train_start_steps {cfg.train_start_steps} (train/ppo.py only)")
     if cfg.init_from:
         bad.append(f"init_from {cfg.init_from!r} (train/ppo.py only)")
     if cfg.policy == "mlp" and cfg.bc_steps > 0:
