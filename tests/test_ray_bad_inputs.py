@@ -57,6 +57,7 @@ def test_an_unreachable_address_stops_a_ray_sweep_before_any_run(tmp_path, capsy
     ({"policy": "mlp"}, "bc_steps > 0 with policy mlp"),
     ({"gamma_hour": 0.9}, "gamma_hour 0.9"),
     ({"value_warmup_steps": 64}, "value_warmup_steps 64"),
+    ({"train_start_steps": 100}, "train_start_steps 100"),
 ])
 def test_the_rllib_path_refuses_settings_it_does_not_honour(override, named):
     from clustergym.train.config import load_config

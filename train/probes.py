@@ -65,20 +65,20 @@ def probe_stats(logp: th.Tensor, start: th.Tensor, actions: np.ndarray) -> dict[
     safe = th.where(th.isfinite(logp), logp, th.zeros_like(logp))  # masked actions have p = 0: no term
     safe0 = th.where(th.isfinite(start), start, th.zeros_like(start))
     acts = th.as_tensor(actions)
-    end = logp.shape[1] - 1
-    ends = acts == end
-    end_p = p[:, end]
-
-    def mean_where(x: th.Tensor, sel: th.Tensor) -> float:
-        return float(x[sel].mean()) if bool(sel.any()) else float("nan")
-
+    ends = np.asarray(actions) == logp.shape[1] - 1  # the last action index is "end round"
+    end_p = p[:, -1].numpy()
     return {"kl_from_start": float((start.exp() * (safe0 - safe)).sum(-1).mean()),
             "entropy": float(-(p * safe).sum(-1).mean()),
             "agreement": float((logp.argmax(-1) == acts).float().mean()),
             "teacher_cross_entropy": float(-logp.gather(1, acts[:, None]).mean()),
-            "end_prob_teacher_acts": mean_where(end_p, ~ends),
-            "end_prob_teacher_ends": mean_where(end_p, ends),
-            "ends_where_teacher_acts": mean_where((end_p >= 0.5).float(), ~ends)}
+            "end_prob_teacher_acts": _mean_where(end_p, ~ends),
+            "end_prob_teacher_ends": _mean_where(end_p, ends),
+            "ends_where_teacher_acts": _mean_where(end_p >= 0.5, ~ends)}
+
+
+def _mean_where(x: np.ndarray, sel: np.ndarray) -> float:
+    """Mean of ``x`` where ``sel``; NaN (no mean, not 0) where nothing is selected."""
+    return float(np.mean(x[sel])) if sel.any() else float("nan")
 
 
 def rollout_stats(actions: np.ndarray, advantages: np.ndarray, end: int) -> dict[str, float]:
@@ -87,9 +87,7 @@ def rollout_stats(actions: np.ndarray, advantages: np.ndarray, end: int) -> dict
     a, adv = np.asarray(actions).reshape(-1), np.asarray(advantages, np.float64).reshape(-1)
     ends = a == end
     z = (adv - adv.mean()) / (adv.std() + 1e-8)  # as SB3 normalises a minibatch's advantages
-    return {"end_share": float(ends.mean()),
-            "advantage_end": float(z[ends].mean()) if ends.any() else float("nan"),
-            "advantage_act": float(z[~ends].mean()) if (~ends).any() else float("nan")}
+    return {"end_share": float(ends.mean()), "advantage_end": _mean_where(z, ends), "advantage_act": _mean_where(z, ~ends)}
 
 
 class PolicyProbe(BaseCallback):

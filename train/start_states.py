@@ -44,14 +44,15 @@ class TeacherStart(gym.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         if seed is not None:
             self.rng = np.random.default_rng(seed)
-        for attempt in range(self.tries + 1):
+        for _ in range(self.tries if self.teacher is not None else 0):
             obs, info = self.env.reset(seed=seed, options=options)
             seed = None  # the next window is the env's next draw
-            k = int(self.rng.integers(self.max_steps)) if self.teacher is not None and attempt < self.tries else 0
+            k = int(self.rng.integers(self.max_steps))
             obs, ended = self._play_teacher(obs, k)
             if not ended:
                 return obs, {**info, "start_steps": k}
-        raise AssertionError("unreachable: the last attempt plays no prefix")
+        obs, info = self.env.reset(seed=seed, options=options)
+        return obs, {**info, "start_steps": 0}
 
     def _play_teacher(self, obs: Any, k: int) -> tuple[Any, bool]:
         """``k`` steps of the teacher from ``obs``; the last observation and whether the episode ended."""
