@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from clustergym.core.engine import Simulator
 
 from .base import (Candidates, Command, Policy, comm_neighbours, comm_to_servers, ideal_host_order,
-                   ideal_task_choice, job_fits, keep_ps_with_workers, restrict, server_mask,
+                   ideal_task_choice, job_fits, keep_ps_with_workers, pack_order, restrict, server_mask,
                    system_stop_commands)
 
 
@@ -98,6 +98,14 @@ class MLFH(Policy):
     relieve_only: bool = True  # act on a server only if moving its candidates out can end its overload
     overload_persist_s: float = 600.0  # act on an overload only once it has lasted this long
     ps_first_across_jobs: bool = False  # ablation: a PS's +inf ranks its whole job before every other job
+    # "ideal" (§3.3.2's ideal virtual host) or "pack" (the shared best fit, an ablation that isolates what the
+    # host rule costs or gains; the headroom mask and the PS rule are kept)
+    placement: str = "ideal"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.placement not in ("ideal", "pack"):
+            raise ValueError(f"{self.name}: placement must be 'ideal' or 'pack', got {self.placement!r}")
 
     # ------------------------------------------------------------------ priority
     def job_priorities(self, view: ClusterView, job: Job) -> list[float]:
@@ -186,8 +194,8 @@ class MLFH(Policy):
             mask &= ~view.overloaded
         if moving:
             mask[task.server] = False
-        return keep_ps_with_workers(view, task, ideal_host_order(view, task, mask, util), mode,
-                                    self.threshold(view))
+        order = ideal_host_order(view, task, mask, util) if self.placement == "ideal" else pack_order(view, task, mask)
+        return keep_ps_with_workers(view, task, order, mode, self.threshold(view))
 
     def _placements(self, view: ClusterView, cands: Candidates, util) -> Iterator[Command]:
         tasks = [t for t in cands.place if t.tid not in self._touched]

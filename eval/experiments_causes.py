@@ -19,6 +19,9 @@ are (offered load 1.5) and with their arrivals spread to offered load 0.02 with 
 runs essentially alone: same jobs, GPU counts, curves and stopping points. The difference bounds what any
 order or queueing decision could still gain over that policy's own placement and stopping rule.
 
+``room-by-load``: the same at offered loads 1.5, 3 and 6 for the two best orders with the stopping lever
+(``mlf-h-req``, ``sjf-req``): the load at which the best heuristic leaves room for a better scheduler.
+
 ``stop-lever``: the heuristics with the lever the agent and ``mlf-h-req`` have. Each runs as published (its
 users' iterations; MLF-H: OptStop) and with ``stop_option=requirement`` (every changeable job stopped at its
 accuracy requirement): what the lever is worth to each, and which order and placement is best once every
@@ -39,6 +42,8 @@ STOP_POLICIES = ("fifo", "mlf-h", "mlfs-h+c")
 # policies whose stopping point does not depend on load (MLF-C's does: alone, nothing is overloaded, so
 # mlfs-h+c runs OptStop where contended it stops at the requirement; its "alone" is no bound)
 ROOM_POLICIES = ("mlf-h-req", "mlf-h")
+ROOM_LOAD_POLICIES = ("mlf-h-req", "sjf-req=sjf:stop_option=requirement")  # the two best orders (stop-lever)
+ROOM_LOADS = (1.5, 3.0, 6.0)  # the default's load, and two and four times its arrival rate
 ALONE_LOAD = 0.02  # offered load at which the window's jobs hardly overlap (episode means then differ < 1 %)
 FINAL_TABLE_SEEDS = tuple(range(10_000, 10_020))  # train/config.py's eval_seed, final_eval_episodes
 JCT = "mean_jct_censored"  # an unfinished job counts to the episode's end, as in train/ppo.py's tables
@@ -108,22 +113,39 @@ def contention_room(out: Path, quick: bool = False, seeds=None) -> dict:
             "policy", "notes": notes, "claims": _claims_room}
 
 
+@experiment
+def room_by_load(out: Path, quick: bool = False, seeds=None) -> dict:
+    """contention-room at several offered loads: how the room the best heuristics leave grows with load."""
+    seeds = seeds or ([FINAL_TABLE_SEEDS[0]] if quick else list(FINAL_TABLE_SEEDS))
+    runs = (contended_runs(ROOM_LOAD_POLICIES, ROOM_LOADS, seeds)
+            + contended_runs(ROOM_LOAD_POLICIES, (ALONE_LOAD,), seeds, label="alone", max_sim_time=math.inf))
+    notes = (f"Held-out windows of `{CONTENDED}`, seeds {seeds[0]}-{seeds[-1]}, with arrivals compressed to "
+             f"offered loads {', '.join(f'{x:g}' for x in ROOM_LOADS)} and spread to {ALONE_LOAD} "
+             f"(`max_sim_time=inf`, every job alone). Both policies stop every changeable job at its "
+             f"requirement, so each job runs the same iterations at every load.")
+    return {"runs": runs, "reference": "mlf-h-req", "title": "room-by-load: what contention costs the best "
+            "heuristics at each offered load", "notes": notes, "claims": _claims_room}
+
+
 def _claims_room(agg) -> list[dict]:
+    """Per policy and contended load: the same windows alone against contended, paired by seed."""
     ep = agg["episodes"]
     labels = list(dict.fromkeys(ep["scenario"]))
-    busy = next((s for s in labels if s.startswith("contended@")), None)
+    busy_labels = [s for s in labels if s.startswith("contended@")]
     alone = next((s for s in labels if s.startswith("alone@")), None)
     rows = []
     for policy in dict.fromkeys(ep["policy"]):
-        pair = paired_across(ep, policy, alone, policy, busy, JCT)
-        if pair is None:
-            continue
-        y, z = (ep[(ep["policy"] == policy) & (ep["scenario"] == sc)] for sc in (alone, busy))
-        unfinished = int(y[["unfinished", "not_submitted"]].to_numpy().sum())
-        rows.append({"claim": f"{policy}: jobs alone vs contended", "paper": "the room left by contention",
-                     "measured": f"mean JCT {pct_ci(*pair)}; {z[JCT].mean():,.0f} s contended, "
-                                 f"{y[JCT].mean():,.0f} s alone ({unfinished} jobs unfinished alone)",
-                     "agrees": "n/a (isolation)"})
+        for busy in busy_labels:
+            pair = paired_across(ep, policy, alone, policy, busy, JCT)
+            if pair is None:
+                continue
+            y, z = (ep[(ep["policy"] == policy) & (ep["scenario"] == sc)] for sc in (alone, busy))
+            unfinished = int(y[["unfinished", "not_submitted"]].to_numpy().sum())
+            versus = "contended" if len(busy_labels) == 1 else busy
+            rows.append({"claim": f"{policy}: jobs alone vs {versus}", "paper": "the room left by contention",
+                         "measured": f"mean JCT {pct_ci(*pair)}; {z[JCT].mean():,.0f} s contended, "
+                                     f"{y[JCT].mean():,.0f} s alone ({unfinished} jobs unfinished alone)",
+                         "agrees": "n/a (isolation)"})
     return rows
 
 

@@ -204,6 +204,24 @@ def test_contention_room_claims_pair_each_policy_with_itself():
     assert "(3 jobs unfinished alone)" in claims["mlf-h-req: jobs alone vs contended"]
 
 
+def test_room_by_load_pairs_every_load_with_the_same_windows_alone(tmp_path):
+    runs = experiments.get("room-by-load")(tmp_path)["runs"]
+    assert {r["scenario"] for r in runs} == {"contended@x1.5", "contended@x3", "contended@x6", "alone@x0.02"}
+    assert {r["policy"] for r in runs} == {"mlf-h-req", "sjf-req"}
+    sjf = next(r for r in runs if r["policy"] == "sjf-req")["policy_spec"]
+    assert sjf["name"] == "sjf" and sjf["params"] == {"stop_option": "requirement"}
+    from clustergym.eval.experiments_causes import _claims_room
+
+    rows = [{"policy": "mlf-h-req", "scenario": sc, "seed": s, "mean_jct_censored": jct * (1 + s), "unfinished": 0,
+             "not_submitted": 0}
+            for s in range(3) for sc, jct in (("contended@x1.5", 100.0), ("contended@x6", 200.0),
+                                              ("alone@x0.02", 80.0))]
+    claims = {r["claim"]: r["measured"].replace("−", "-") for r in _claims_room({"episodes": pd.DataFrame(rows)})}
+    assert list(claims) == ["mlf-h-req: jobs alone vs contended@x1.5", "mlf-h-req: jobs alone vs contended@x6"]
+    assert "-20.0" in claims["mlf-h-req: jobs alone vs contended@x1.5"]
+    assert "-60.0" in claims["mlf-h-req: jobs alone vs contended@x6"]
+
+
 def test_stop_lever_pairs_each_heuristic_with_its_requirement_twin(tmp_path):
     runs = experiments.get("stop-lever")(tmp_path, quick=True)["runs"]
     specs = {r["policy"]: r["policy_spec"] for r in runs}
