@@ -204,25 +204,35 @@ def agreement(policy, data: dict, batch_size: int = 1024, exclude_end: bool = Fa
     return hits / n
 
 
+# how an action differs from the expert's: the codes of disagreement_kinds
+DISAGREEMENTS: tuple[str, ...] = ("agree", "end", "row", "destination")
+
+
+def disagreement_kinds(pred: np.ndarray, label: np.ndarray, end: int, columns: int) -> np.ndarray:
+    """Per state, the index in :data:`DISAGREEMENTS` of how action ``pred`` differs from ``label`` (flat actions
+    ``row * columns + column``, ``end`` = "end round"): ``end`` (one of the two ends the round and the other does
+    not), ``row`` (both act, on different rows) or ``destination`` (same row, other column: server, "back to the
+    queue" or a stop option)."""
+    p, a = np.asarray(pred), np.asarray(label)
+    pe, ae = p == end, a == end
+    same_row = p // columns == a // columns
+    return np.select([p == a, pe != ae, ~same_row], [0, 1, 2], default=3)
+
+
 @th.no_grad()
 def disagreement_split(policy, data: dict, batch_size: int = 1024) -> dict[str, float]:
-    """Shares of states (summing to 1 - agreement) where the greedy masked action differs from the expert's
-    because of: ``end`` (one of the two ends the round and the other does not), ``row`` (both act on different
-    rows) or ``destination`` (same row, other column: server, "back to the queue" or a stop option)."""
+    """Shares of states (summing to 1 - agreement) where the greedy masked action differs from the expert's, by
+    kind (:func:`disagreement_kinds`)."""
     n = len(data["actions"])
     if n == 0:
-        return {"end": float("nan"), "row": float("nan"), "destination": float("nan")}
+        return {k: float("nan") for k in DISAGREEMENTS[1:]}
     policy.set_training_mode(False)
     preds = []
     for s in range(0, n, batch_size):
         idx = np.arange(s, min(n, s + batch_size))
         obs, masks, _, _ = _batch(data, idx, policy.device)
         preds.append(masked_logits(policy, obs, masks).argmax(-1).cpu().numpy())
-    p, a = np.concatenate(preds), data["actions"]
     end = data["masks"].shape[1] - 1
     cols = end // int(data["obs"]["tasks"].shape[1])  # C columns per row (actions W * C, then "end round")
-    pe, ae = p == end, a == end
-    both = ~pe & ~ae
-    same_row = p // cols == a // cols
-    return {"end": float(np.mean(pe != ae)), "row": float(np.mean(both & ~same_row)),
-            "destination": float(np.mean(both & same_row & (p != a)))}
+    kinds = disagreement_kinds(np.concatenate(preds), data["actions"], end, cols)
+    return {k: float(np.mean(kinds == i)) for i, k in enumerate(DISAGREEMENTS) if i}

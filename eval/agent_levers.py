@@ -27,7 +27,7 @@ import pandas as pd
 
 from clustergym.agents.decode import DECODINGS, with_decode
 from clustergym.eval.experiment_kit import CONTENDED
-from clustergym.eval.files import atomic_write_csv, atomic_write_text
+from clustergym.eval.files import atomic_write_csv, write_paired_report
 from clustergym.eval.rollout import EVAL_DEFAULTS, Predictor, predictor, rollout
 from clustergym.eval.stats import paired_table, to_markdown
 from clustergym.scenarios import make_env
@@ -112,12 +112,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{setting} {name}: {len(seeds)} windows", flush=True)
     episodes = pd.DataFrame(recs)
     paired, md = tables(episodes)
-    atomic_write_csv(paired, a.out / "paired.csv")
     head = (f"# Levers of {a.agent} ({a.decode} decoding) on {CONTENDED}\n\n"
             f"Held-out windows reset(seed) {a.seeds[0]}..{a.seeds[1]}; settings: "
             f"{', '.join(f'{k} {v}' for k, v in SETTINGS.items())}.\n\n")
-    atomic_write_text(a.out / "levers.md", head + md)
-    print(head + md)
+    write_paired_report(a.out, paired, "levers.md", head + md)
     return 0
 
 

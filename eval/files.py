@@ -39,6 +39,14 @@ def atomic_write_csv(df, path: str | os.PathLike) -> Path:
     return atomic_write_text(path, df.to_csv(index=False))
 
 
+def write_paired_report(out: str | os.PathLike, paired, name: str, report: str) -> None:
+    """A diagnostic's outputs in folder ``out``: the paired rows (a DataFrame) as ``paired.csv`` and the Markdown
+    ``report`` as ``name``, both atomically; prints the report."""
+    atomic_write_csv(paired, Path(out) / "paired.csv")
+    atomic_write_text(Path(out) / name, report)
+    print(report)
+
+
 def atomic_write_parquet(df, path: str | os.PathLike) -> bool:
     """Parquet if pyarrow is importable (optional); returns whether it was written."""
     try:
