@@ -42,19 +42,21 @@ from clustergym.scenarios import make_env
 
 VARIANTS: tuple[str, ...] = ("none", "end", "row", "destination", "all")
 METRICS = ("mean_jct_censored", "deadline_ratio", "unfinished", "mean_waiting", "agent_steps")
+# the per-episode counts of overriding(): disagreements by kind, which side ended the round, overrides played
+_COUNTED = tuple(f"n_{k}" for k in DISAGREEMENTS) + ("agent_ends", "teacher_ends", "overrides")
 
 
-def overriding(agent: Predictor, teacher: Any, fix: str, counts: Counter, end: int) -> Predictor:
+def overriding(agent: Predictor, teacher: Any, fix: str, counts: Counter, end: int, columns: int) -> Predictor:
     """``agent`` with ``teacher``'s action played at disagreements of kind ``fix`` (every state for ``all``,
-    none for ``none``); ``counts`` gathers the disagreements by kind, which side ended the round, and the
-    overrides."""
+    none for ``none``), on an env whose actions are ``row * columns + column`` and ``end`` ("end round");
+    ``counts`` gathers the disagreements by kind, which side ended the round, and the overrides."""
     if fix not in VARIANTS:
         raise ValueError(f"unknown variant {fix!r}; choose from {', '.join(VARIANTS)}")
 
     def act(obs, mask: np.ndarray) -> int:
         t = int(np.asarray(teacher.predict(obs, action_masks=mask)[0]).reshape(-1)[0])
         p = agent.act(obs, mask)
-        kind = DISAGREEMENTS[int(disagreement_kinds(p, t, end, end // int(obs["tasks"].shape[0])))]
+        kind = DISAGREEMENTS[int(disagreement_kinds(p, t, end, columns))]
         counts[f"n_{kind}"] += 1
         if kind == "end":
             counts["agent_ends" if p == end else "teacher_ends"] += 1
@@ -74,18 +76,15 @@ def play(agent, teacher: str, fix: str, seeds: Sequence[int], config: dict) -> l
     env = make_env(CONTENDED, {**EVAL_DEFAULTS, **config})
     try:
         pred, t = predictor(agent, env, "agent"), baselines.make(teacher, env=env)
-        end = int(env.unwrapped.end_round_action)
+        end, columns = int(env.unwrapped.end_round_action), int(env.unwrapped.window.C)
         recs = []
         for seed in seeds:
             counts: Counter = Counter()
-            rec = rollout(env, overriding(pred, t, fix, counts, end), seed)
+            rec = rollout(env, overriding(pred, t, fix, counts, end, columns), seed)
             recs.append({**rec, "variant": fix, **{k: counts.get(k, 0) for k in _COUNTED}})
         return recs
     finally:
         env.close()
-
-
-_COUNTED = tuple(f"n_{k}" for k in DISAGREEMENTS) + ("agent_ends", "teacher_ends", "overrides")
 
 
 def tables(episodes: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -125,7 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     config: dict = {"max_steps": a.max_steps}
     for kv in a.set:
         config = deep_merge(config, parse_kv(kv))
-    agent = with_decode(load_agent(a.agent), a.decode, make_env(CONTENDED, {**EVAL_DEFAULTS, **config}))
+    columns_env = make_env(CONTENDED, {**EVAL_DEFAULTS, **config})  # the decodings' destination columns
+    agent = with_decode(load_agent(a.agent), a.decode, columns_env)
+    columns_env.close()
     seeds = range(a.seeds[0], a.seeds[1] + 1)
     a.out.mkdir(parents=True, exist_ok=True)
     recs: list[dict] = []

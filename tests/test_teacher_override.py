@@ -63,9 +63,9 @@ def test_an_override_is_played_only_at_its_kind(agent):
                 assert r["agent_ends"] + r["teacher_ends"] == r["n_end"]
 
 
-def test_unknown_variant_is_refused(agent):
+def test_unknown_variant_is_refused():
     with pytest.raises(ValueError, match="unknown variant 'ends'"):
-        O.overriding(None, None, "ends", None, 12)
+        O.overriding(None, None, "ends", None, 12, 4)
 
 
 def test_tables_pair_every_variant_with_none():
