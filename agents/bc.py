@@ -11,6 +11,7 @@ labels every state it visits with the expert's action, so BC also sees the state
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -19,6 +20,7 @@ import torch as th
 from clustergym.scenarios import make_env
 
 from .bc_data import StateBuffer, concat, dense, subset
+from .decode import check_decode, with_decode
 from .policies import actor_features, masked_logits
 from .semi_mdp import discounted_returns, step_discounts
 
@@ -98,24 +100,37 @@ def collect(expert: str, env_id: str, config: dict | None, seeds: Iterable[int],
 
 def collect_dagger(policy, expert: str, env_id: str, config: dict | None, seeds: Iterable[int],
                    gamma: float = 0.99, max_steps: int | None = 2000, wrap: Callable | None = None,
-                   gamma_hour: float | None = None) -> dict[str, Any]:
-    """Roll out ``policy`` (an SB3 policy, greedy masked actions) and label each visited state with ``expert``'s
-    action (DAgger). Same format as :func:`collect`; ``returns`` are the learner's discounted returns."""
+                   gamma_hour: float | None = None, decode: str = "joint") -> dict[str, Any]:
+    """Roll out ``policy`` (an SB3 policy, its deterministic masked action read with ``decode``, as evaluations
+    read it: :mod:`clustergym.agents.decode`) and label each visited state with ``expert``'s action (DAgger).
+    Same format as :func:`collect`; ``returns`` are the learner's discounted returns."""
     from clustergym import baselines
 
     env = _env(env_id, config, wrap)
     agent = baselines.make(expert, env=env)
     policy.set_training_mode(False)
+    learner = _greedy(policy, decode, env)
 
     def choose(obs, m):
         a_exp = int(agent.predict(obs, action_masks=m)[0])
-        with th.no_grad():
-            o = {k: th.as_tensor(v[None], dtype=th.float32, device=policy.device) for k, v in obs.items()}
-            a = int(masked_logits(policy, o, th.as_tensor(m[None], device=policy.device)).argmax(-1)[0])
+        a = learner(obs, m)
         agent.record_taken(a)  # the expert's later labels in this round build on the learner's move, not its own
         return a_exp, a
 
     return _labelled_rollouts(env, seeds, choose, gamma, max_steps, gamma_hour)
+
+
+def _greedy(policy, decode: str, env) -> Callable[[dict, np.ndarray], int]:
+    """``(obs, mask) -> action``: ``policy``'s deterministic action in one state, decoded with ``decode``."""
+    if check_decode(decode) != "joint":
+        agent = with_decode(SimpleNamespace(policy=policy), decode, env)
+        return lambda obs, m: int(agent.predict(obs, action_masks=m[None])[0])
+
+    def joint(obs, m):
+        with th.no_grad():
+            o = {k: th.as_tensor(v[None], dtype=th.float32, device=policy.device) for k, v in obs.items()}
+            return int(masked_logits(policy, o, th.as_tensor(m[None], device=policy.device)).argmax(-1)[0])
+    return joint
 
 
 def merge(*datasets: dict) -> dict[str, Any]:
@@ -145,8 +160,14 @@ def _batch(data: dict, idx: np.ndarray, device) -> tuple[dict, th.Tensor, th.Ten
 
 
 def behaviour_clone(policy, data: dict, steps: int, batch_size: int = 256, lr: float = 1e-3,
-                    value_coef: float = 0.5, seed: int = 0, callback=None) -> list[float]:
-    """Train ``policy`` (an SB3 ActorCriticPolicy) in place; returns the loss per step."""
+                    value_coef: float = 0.5, seed: int = 0, callback=None, end_coef: float = 0.0) -> list[float]:
+    """Train ``policy`` (an SB3 ActorCriticPolicy) in place; returns the cross-entropy per step.
+
+    ``end_coef`` weighs an auxiliary binary cross-entropy on the round-ending decision alone: whether the
+    expert ended the round (the last action) or did anything else, with P(anything else) the summed
+    probability of every other valid action. The joint cross-entropy spreads the "act" mass over hundreds
+    of (row, destination) actions, so a clone unsure *where* to place can still put most mass on ending
+    the round; this term trains *whether* to act on its own."""
     n = len(data["actions"])
     if n == 0 or steps <= 0:
         return []
@@ -172,6 +193,8 @@ def behaviour_clone(policy, data: dict, steps: int, batch_size: int = 256, lr: f
         loss = ce
         if v is not None:
             loss = ce + value_coef * th.nn.functional.smooth_l1_loss(v, rets)
+        if end_coef > 0:
+            loss = loss + end_coef * end_decision_loss(logits, acts)
         opt.zero_grad()
         loss.backward()
         th.nn.utils.clip_grad_norm_(policy.parameters(), 10.0)
@@ -182,6 +205,17 @@ def behaviour_clone(policy, data: dict, steps: int, batch_size: int = 256, lr: f
             callback(i, float(ce.detach()), float(loss.detach()))
     policy.set_training_mode(False)
     return losses
+
+
+def end_decision_loss(logits: th.Tensor, actions: th.Tensor) -> th.Tensor:
+    """Mean binary cross-entropy of "end the round" (the last action) against "act" (any other valid action)
+    under the masked ``logits``, over the states that have that choice (ending and some other action valid)."""
+    finite = th.isfinite(logits)
+    decides = finite[:, -1] & finite[:, :-1].any(dim=-1)
+    log_p = th.log_softmax(logits[decides], dim=-1)  # rows without the choice dropped: their -inf would NaN the grad
+    lp_end, lp_act = log_p[:, -1], th.logsumexp(log_p[:, :-1], dim=-1)
+    nll = -th.where(actions[decides] == logits.shape[1] - 1, lp_end, lp_act)
+    return nll.sum() / max(int(decides.sum()), 1)
 
 
 @th.no_grad()

@@ -333,3 +333,56 @@ def test_a_mask_that_marks_an_absent_row_valid_is_refused_by_name():
     o["action_mask"][short, int(rows[short]) * C] = 1.0
     with pytest.raises(ValueError, match="'present' column is 0"), th.no_grad():
         enc(o)
+
+
+def test_end_decision_loss_weighs_ending_against_all_other_valid_actions():
+    """Three valid actions of equal logit: P(end) = 1/3, P(act) = 2/3; a state where only ending is valid has no
+    choice and is left out (its gradient stays finite)."""
+    from clustergym.agents.bc import end_decision_loss
+
+    ninf = float("-inf")
+    logits = th.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [ninf, ninf, 0.0]], requires_grad=True)
+    loss = end_decision_loss(logits, th.tensor([2, 0, 2]))
+    assert loss.item() == pytest.approx((np.log(3) - np.log(2 / 3)) / 2)
+    loss.backward()
+    assert th.isfinite(logits.grad).all() and float(logits.grad[2].abs().sum()) == 0.0
+    assert end_decision_loss(logits[2:], th.tensor([2])).item() == 0.0  # no state with the choice
+
+
+def test_end_coef_trains_the_round_ending_decision():
+    """Same initial weights, same data and steps: with the auxiliary term the clone's end-vs-act cross-entropy
+    ends lower than with the joint cross-entropy alone."""
+    from clustergym.agents.bc import end_decision_loss
+
+    data = collect("mlf-h", ENV_ID, {"window_jobs": 8}, [1])
+    env = make_env(ENV_ID, {"window_jobs": 8})
+    obs = {k: th.as_tensor(v, dtype=th.float32) for k, v in observations(data).items()}
+    result = {}
+    for coef in (0.0, 5.0):
+        model = _model(env, seed=0)
+        behaviour_clone(model.policy, data, steps=30, batch_size=32, lr=1e-3, seed=0, end_coef=coef)
+        with th.no_grad():
+            logits = masked_logits(model.policy, obs, th.as_tensor(action_masks(data)))
+        result[coef] = float(end_decision_loss(logits, th.as_tensor(data["actions"])))
+    assert result[5.0] < result[0.0]
+
+
+def test_dagger_rolls_out_the_decoding_the_evaluations_use():
+    """collect_dagger(decode="act-first") visits the states an act-first agent reaches when stepped by hand;
+    the joint argmax of the same untrained policy visits others."""
+    from clustergym.agents.decode import with_decode
+
+    cfg = {"window_jobs": 8}
+    env = make_env(ENV_ID, cfg)
+    model = _model(env)
+    runs = {d: collect_dagger(model.policy, "mlf-h", ENV_ID, cfg, [1], max_steps=40, decode=d)
+            for d in ("joint", "act-first")}
+    visited = {d: observations(run) for d, run in runs.items()}
+    agent = with_decode(model, "act-first", env)
+    obs, _ = env.reset(seed=1)
+    for i in range(40):
+        assert all(np.array_equal(visited["act-first"][k][i], v) for k, v in obs.items()), f"state {i}"
+        obs, _, term, trunc, _ = env.step(int(agent.predict(obs, action_masks=env.unwrapped.action_masks()[None])[0]))
+        if term or trunc:
+            break
+    assert not np.array_equal(visited["joint"]["tasks"], visited["act-first"]["tasks"])

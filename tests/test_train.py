@@ -219,6 +219,7 @@ def test_every_setting_has_a_flag_read_as_its_type():
     ({"net_arch": [64, 0]}, "net_arch must be a list of layer widths"),
     ({"share_encoder": "yes"}, "share_encoder must be true or false"),
     ({"seed": -1}, "seed must be an integer >= 0"),
+    ({"bc_end_coef": -1.0}, r"bc_end_coef must be in \[0, inf\], got -1.0"),
     ({"decode": "mean"}, r"decode must be one of \['joint', 'row-kind', 'act-first'\]")])
 def test_config_rejects_bad_values_by_name(overrides, message):
     with pytest.raises(ConfigError, match=message):

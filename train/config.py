@@ -70,6 +70,8 @@ class TrainConfig:
     bc_batch_size: int = 128
     bc_lr: float = 1.0e-3
     bc_value_coef: float = 0.5
+    # weight of the auxiliary end-the-round-or-act cross-entropy (agents.bc.end_decision_loss); 0 = joint CE only
+    bc_end_coef: float = 0.0
     # PPO
     # 3e-4 with a KL target of 0.05 moved the clone's validation JCT most in the short runs of docs/training.md
     # ("Moving the policy"); 3e-5 / 0.02 kept the KL per update near 0.0005
@@ -186,7 +188,8 @@ _REALS = {"learning_rate": (0.0, math.inf, False), "bc_lr": (0.0, math.inf, Fals
           "gae_lambda": (0.0, 1.0, True), "clip_range": (0.0, math.inf, False), "ent_coef": (0.0, math.inf, True),
           "teacher_coef": (0.0, math.inf, True), "teacher_coef_end": (0.0, math.inf, True),
           "vf_coef": (0.0, math.inf, True), "max_grad_norm": (0.0, math.inf, False),
-          "target_kl": (0.0, math.inf, False), "bc_value_coef": (0.0, math.inf, True)}
+          "target_kl": (0.0, math.inf, False), "bc_value_coef": (0.0, math.inf, True),
+          "bc_end_coef": (0.0, math.inf, True)}
 _CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo"),
             "vec_env": ("auto", "dummy", "subproc", "grouped", "pipelined"), "decode": DECODINGS,
             "lambda_per": ("step", "time")}
@@ -424,7 +427,7 @@ def _documented_flags() -> dict[str, dict]:
         "policy": {"choices": _CHOICES["policy"], "help": f"network (default {D.policy})"},
         "algo": {"choices": _CHOICES["algo"], "help": f"MaskablePPO or plain PPO (default {D.algo})"},
         "decode": {"choices": _CHOICES["decode"], "help": "how the periodic evaluations and the final table read the "
-                                                         "agent's deterministic action: joint = its most probable "
+                                                         "agent's deterministic action (and DAgger rollouts play it so): joint = its most probable "
                                                          "action, row-kind = its most probable row and command, then "
                                                          "column, act-first = end the round only if that has half "
                                                          "the probability, else row-kind (docs/training.md; default "

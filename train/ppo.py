@@ -163,7 +163,7 @@ def warm_start(cfg: TrainConfig, folder: RunFolder, model) -> dict:
     before = agree(hold)
     bar = BCProgress(cfg.bc_steps, "BC", cfg.progress_bar, writer)
     behaviour_clone(model.policy, data, cfg.bc_steps, cfg.bc_batch_size, cfg.bc_lr, cfg.bc_value_coef,
-                    seed=cfg.seed, callback=bar)
+                    seed=cfg.seed, callback=bar, end_coef=cfg.bc_end_coef)
     bar.close()
     after_bc = agree(hold)
     say(f"  after BC on the expert's rollouts: held-out agreement {after_bc:.3f}")
@@ -213,12 +213,13 @@ def dagger_rounds(cfg: TrainConfig, expert: str, model, data: dict, hold: dict |
         seeds = [base + 100_000 + 1000 * k + i for i in range(cfg.bc_dagger_episodes)]
         dd = collect_dagger(model.policy, expert, cfg.scenario, cfg.train_env_config(),
                             progress(seeds, f"DAgger {k + 1}/{n} rollouts", cfg.progress_bar), gamma=cfg.gamma,
-                            max_steps=cfg.bc_dagger_max_steps, wrap=wrap, gamma_hour=cfg.gamma_hour)
+                            max_steps=cfg.bc_dagger_max_steps, wrap=wrap, gamma_hour=cfg.gamma_hour,
+                            decode=cfg.decode)
         on_policy = agreement(model.policy, dd)  # before training on them: states the learner itself reaches
         data = merge(data, dd)
         bar = BCProgress(cfg.bc_dagger_steps, f"DAgger {k + 1}/{n} BC", cfg.progress_bar)
         behaviour_clone(model.policy, data, cfg.bc_dagger_steps, cfg.bc_batch_size, cfg.bc_lr, cfg.bc_value_coef,
-                        seed=cfg.seed + 1 + k, callback=bar)
+                        seed=cfg.seed + 1 + k, callback=bar, end_coef=cfg.bc_end_coef)
         bar.close()
         rec = {"round": k + 1, "learner_states": int(len(dd["actions"])), "agreement_on_learner_states": on_policy,
                "agreement_holdout": agreement(model.policy, hold) if hold is not None else float("nan"),
