@@ -167,6 +167,16 @@ def test_row_kind_decoding_drives_the_evaluations_and_is_named_in_the_results(tm
     assert yaml.safe_load((out / "config.yaml").read_text())["decode"] == "row-kind"
 
 
+def test_a_decoded_agent_is_evaluated_while_the_pipelined_envs_reset(tmp_path):
+    """Periodic evaluations with act-first decoding during PPO on the pipelined vector env, whose next reset is
+    under way when an evaluation starts: the decoding's destination columns must not be read from it."""
+    out = tmp_path / "run"
+    ppo.train(_cfg({**TINY, "n_envs": 2, "vec_env": "pipelined", "n_steps": 32, "timesteps": 128, "bc_steps": 0,
+                    "eval_freq": 64, "final_eval_episodes": 1, "final_baselines": ["fifo"], "decode": "act-first",
+                    "out": str(out)}))
+    assert "act-first decoding" in (out / "results.md").read_text()
+
+
 def test_no_final_table(tmp_path):
     out = tmp_path / "run"
     res = ppo.train(_cfg({**TINY, "timesteps": 128, "bc_steps": 0, "final_eval_episodes": 0, "out": str(out)}))

@@ -30,7 +30,7 @@ from typing import Sequence
 import numpy as np
 
 # absolute imports: this file also runs as a script (python train/ppo.py)
-from clustergym.agents.decode import with_decode
+from clustergym.agents.decode import check_decode, with_decode
 from clustergym.config import ConfigError
 from clustergym.scenarios import make_env
 from clustergym.train.callbacks import (BCProgress, EvalCheckpointCallback, StopSignals, SummaryCallback,
@@ -275,6 +275,19 @@ def _baseline_score(cfg: TrainConfig, heuristic: str) -> tuple[dict[str, float],
     return cached(cfg.baseline_cache, key, compute)  # shared with other runs (train/baseline_cache.py)
 
 
+def decoded(cfg: TrainConfig, model):
+    """``model`` reading its deterministic action with ``cfg.decode``. The destination columns come from a fresh
+    env of the evaluation config, never the model's training env: a subprocess vector env may be mid-reset
+    (the pipelined one starts the next rollout's reset early) and refuses attribute reads then."""
+    if check_decode(cfg.decode) == "joint":
+        return model
+    env = make_env(cfg.scenario, cfg.env_config("test"))
+    try:
+        return with_decode(model, cfg.decode, env)
+    finally:
+        env.close()
+
+
 def periodic_eval(cfg: TrainConfig, folder: RunFolder, model, logger) -> dict:
     """Evaluate ``model`` on the validation windows, log ``eval/*`` next to the heuristics, save it as
     ``best_model.zip`` if it ranks best so far (:func:`selection_score`); returns its means. The windows are
@@ -285,7 +298,7 @@ def periodic_eval(cfg: TrainConfig, folder: RunFolder, model, logger) -> dict:
 
     t0 = time.time()
     with progress(desc="eval", enabled=cfg.progress_bar, total=cfg.eval_episodes) as bar:
-        recs = evaluate_lockstep(with_decode(model, cfg.decode), cfg.scenario, cfg.env_config("test"),
+        recs = evaluate_lockstep(decoded(cfg, model), cfg.scenario, cfg.env_config("test"),
                                  cfg.val_seeds(), max_steps=cfg.eval_max_steps, on_episode_end=lambda _: bar.update())
     s = episode_means(recs, cfg.select_metric)
     base = baseline_means(cfg, folder)
@@ -409,7 +422,7 @@ def final_table(cfg: TrainConfig, folder: RunFolder, model) -> tuple[str, list[d
     best = folder.path / "best_model.zip"
     agent = load_agent(best, device=cfg.device, algo=cfg.algo) if best.exists() else model
     which = f"best checkpoint (step {folder.state['best_step']:,})" if best.exists() else "final model"
-    return comparison_table(cfg, folder, with_decode(agent, cfg.decode),
+    return comparison_table(cfg, folder, decoded(cfg, agent),
                             f"{cfg.policy}, {cfg.algo}, {which}, {cfg.decode} decoding", which)
 
 
