@@ -16,6 +16,7 @@ from clustergym.eval.specs import code_version
 from clustergym.train import ppo
 from clustergym.train.config import load_config
 from clustergym.train.rundir import kept_checkpoint
+from clustergym.train.threads import numeric_platform
 from helpers import markdown_rows
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,6 +107,23 @@ def test_resume_continues_steps_and_logs(tmp_path, capsys):
     # which code ran each part of the run: the start and both resumes, from the step each began at
     code = json.loads((out / "state.json").read_text())["code"]
     assert [c["from_step"] for c in code] == [0, 256, 512] and {c["code"] for c in code} == {code_version()}
+    assert all(c["numerics"] == numeric_platform() for c in code)  # and on which CPU kernels
+
+
+def test_a_resume_on_other_cpu_kernels_is_recorded_and_warned_about(tmp_path):
+    from clustergym.train.rundir import RunFolder
+
+    folder = RunFolder(tmp_path / "run")
+    here = numeric_platform()
+    folder.record_code("v", 0, here)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        folder.record_code("v", 256, here)  # the same machine: no warning
+    other = {**here, "cpu_capability": "AVX2" if here["cpu_capability"] != "AVX2" else "AVX512"}
+    with pytest.warns(RuntimeWarning, match=r"resumes on .*from step 512 on, its weights will differ"):
+        folder.record_code("v", 512, other)
+    assert [c["numerics"]["cpu_capability"] for c in folder.state["code"]] == [here["cpu_capability"]] * 2 + [
+        other["cpu_capability"]]
 
 
 @pytest.mark.filterwarnings("ignore:SB3 zip files contain pickled")  # the test loads the files it wrote

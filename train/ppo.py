@@ -39,6 +39,7 @@ from clustergym.train.config import NO_TEACHER, TrainConfig, config_from_args, m
 from clustergym.eval.specs import code_version
 from clustergym.eval.stats import selection_score  # noqa: F401  (the checkpoint ranking; tests use it from here)
 from clustergym.train.rundir import RunFolder, RunFolderError, kept_checkpoint
+from clustergym.train.threads import numeric_platform
 
 
 # ---------------------------------------------------------------------------------------------- 2. environments
@@ -513,7 +514,7 @@ def _train(cfg: TrainConfig, folder: RunFolder, env, resume: bool, stop: StopSig
         elif cfg.bc_steps > 0:
             folder.state["bc"] = warm_start(cfg, folder, model)
             folder.write_json("bc.json", folder.state["bc"])
-    folder.record_code(version, model.num_timesteps)
+    folder.record_code(version, model.num_timesteps, numeric_platform())
     result = {"out": str(folder.path), "bc": folder.state.get("bc"), "results_md": None, "results": []}
     if not run_ppo(cfg, folder, model, stop, stop_at):
         return {**result, "num_timesteps": int(model.num_timesteps), "interrupted": True, "signal": stop.requested}

@@ -162,10 +162,17 @@ class RunFolder:
             raise ResumeError(f"{f} is unreadable ({e}): the run's step count and best checkpoint are unknown, "
                               f"so it cannot be continued") from None
 
-    def record_code(self, version: str, step: int) -> None:
-        """Note in the state which code ran from ``step`` on (one entry per start or resume; saved with the next
-        checkpoint), so results can be traced to a commit even when the run spans several."""
-        self.state.setdefault("code", []).append({"from_step": int(step), "code": version})
+    def record_code(self, version: str, step: int, numerics: dict[str, str] | None = None) -> None:
+        """Note in the state which code ran from ``step`` on, and on what ``numerics`` (train/threads.py's
+        ``numeric_platform``; one entry per start or resume, saved with the next checkpoint), so results can be
+        traced to a commit and a machine even when the run spans several. A resume on other numerics warns:
+        the rest of the run will not match an uninterrupted one."""
+        runs = self.state.setdefault("code", [])
+        before = next((r["numerics"] for r in reversed(runs) if "numerics" in r), None)
+        if numerics is not None and before is not None and before != numerics:
+            warnings.warn(f"{self.path} ran on {before} and resumes on {numerics}: from step {step:,} on, its "
+                          f"weights will differ from those of an uninterrupted run", RuntimeWarning, stacklevel=2)
+        runs.append({"from_step": int(step), "code": version, **({"numerics": numerics} if numerics else {})})
 
     def save_state(self) -> None:
         atomic_write_text(self.path / "state.json", json.dumps(self.state, indent=1, default=float))
