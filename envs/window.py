@@ -134,11 +134,9 @@ class Window(SlotAndSubBatchColumns):
         self.end_round_action = self.n_actions - 1
         self.mask = np.zeros(self.n_actions, bool)
         self.mask[-1] = True  # "end round" is always valid; build() rewrites only the (row, col) part
-        self._mask2 = self.mask[:-1].reshape(self.W, self.C)
         # destinations (per server) and "back to the queue"; with GPU slots a scratch that build() expands
-        self._mask_move = np.zeros((self.W, self.K + 1), bool) if self.G else self._mask2[:, :self.K + 1]
-        self._mask_stop = self._mask2[:, self.D + 1:self.D + 1 + self.n_stop]  # the stop options
-        self._mask_sub = self._mask2[:, self.D + 1 + self.n_stop:]  # the sub-batch options
+        self._mask_move = np.zeros((self.W, self.K + 1), bool) if self.G else None
+        self._bind_mask_views()
         self.tasks: list = [None] * self.W
         self.kinds: list = [None] * self.W
         self.dest = np.full(self.K, -1, np.int64)
@@ -155,6 +153,19 @@ class Window(SlotAndSubBatchColumns):
         self._sim: "Simulator | None" = None  # the simulator of the last build (the GPU rule of action())
         self._preempt_ok = False
         self._round = 0  # rounds so far (keys the per-round cache of movable tasks)
+
+    def _bind_mask_views(self) -> None:
+        """The (row, column) views of ``mask`` that build() writes through."""
+        self._mask2 = self.mask[:-1].reshape(self.W, self.C)
+        if not self.G:
+            self._mask_move = self._mask2[:, :self.K + 1]
+        self._mask_stop = self._mask2[:, self.D + 1:self.D + 1 + self.n_stop]  # the stop options
+        self._mask_sub = self._mask2[:, self.D + 1 + self.n_stop:]  # the sub-batch options
+
+    def __setstate__(self, state: dict) -> None:
+        # a copy or unpickling gives each view storage of its own (numpy copies a view as an array): bind again
+        self.__dict__.update(state)
+        self._bind_mask_views()
 
     @classmethod
     def from_config(cls, cfg, gpus_per_server: int = 0) -> "Window":

@@ -82,8 +82,8 @@ class Simulator:
             why = self.resources.never_fits(job)
             if why:
                 raise UnplaceableJob(job.jid, f"job {job.jid} ({job.model.name}): {why}")
-        self.leases = Leases(self.config, self.jobs, lambda t, job, token: self._push(t, EV_LEASE, job, token),
-                             self._request_tick)  # UniSched's leases (off unless configured)
+        # UniSched's leases (off unless configured); bound methods, so a deep copy of the simulator pushes to its own
+        self.leases = Leases(self.config, self.jobs, self._push_lease, self._request_tick)
         self.task_server = self.resources.task_server  # read by the env's affinity kernel
         # per server: when its current overload began (meaningful while it is overloaded)
         self.overloaded_since = [0.0] * self.cluster.n_servers
@@ -345,6 +345,9 @@ class Simulator:
         return job_records(self.jobs)
 
     # ------------------------------------------------------------------ events
+    def _push_lease(self, t: float, job: Job, token: int) -> None:
+        self._push(t, EV_LEASE, job, token)
+
     def _push(self, t: float, kind: int, obj, token: int = 0) -> None:
         self._seq += 1
         heappush(self._events, (t, kind, self._seq, obj, token))

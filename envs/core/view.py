@@ -61,6 +61,10 @@ class ClusterView:
         self.gpu_load = _read_only(c.gpu_load)  # summed utilisation of the jobs on the GPU
         self.gpu_n_tasks, self.gpu_n_jobs = _read_only(c.gpu_n_tasks), _read_only(c.gpu_n_jobs)
 
+    def __reduce__(self) -> tuple:
+        # rebuilt on its simulator: a copy or unpickling of the arrays would be frozen, not views of that simulator
+        return ClusterView, (self._sim,)
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ClusterView) and other._sim is self._sim
 
