@@ -1,0 +1,83 @@
+"""Decision-time search with copies of the simulator: a heuristic ``base`` policy, checked by lookahead where a
+proposer disagrees with it.
+
+At each decision the agent asks the base heuristic for its action and the proposer for one. Where they differ it
+deep-copies (env, base) once per candidate, plays the candidate and then the base until ``horizon_s`` simulated
+seconds have passed (or the episode ends), and takes the candidate whose copy had less job-time in the system
+over that horizon (:func:`job_time_in_system`); a tie goes to the base. Summed over a window, job-time in the
+system is the numerator of the mean JCT, so over a horizon it is the part of the window's mean JCT that the two
+candidates can change before that horizon.
+
+``proposal="agent"`` proposes the proposer's action; ``"random"`` searches at the same decisions (where the
+proposer disagrees with the base) but proposes a uniformly random other valid action, which isolates the
+proposer's share of what the search gains (docs/training.md, "Decision-time search").
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+import numpy as np
+
+PROPOSALS = ("agent", "random")
+
+
+def job_time_in_system(jobs, t0: float, t1: float) -> float:
+    """Σ over ``jobs`` of the time each spends submitted and not ended within [t0, t1] (a job not ended yet has
+    ``record.end_time`` < 0)."""
+    total = 0.0
+    for job in jobs:
+        submit, end = job.spec.submit_time, job.record.end_time
+        end = end if end >= 0 else np.inf
+        total += max(0.0, min(end, t1) - max(submit, t0))
+    return total
+
+
+class LookaheadAgent:
+    """The ``predict`` API of the baselines (``predict(obs, action_masks=...) -> (action, None)``) for ``env``,
+    the env it is stepped in (one episode at a time, like a heuristic agent). ``proposer(obs, mask) -> action``.
+    ``searches`` lists, per searched decision, (base action, proposed action, base score, proposal score)."""
+
+    def __init__(self, env: Any, proposer: Callable[[dict, np.ndarray], int], base: str = "mlf-h-req",
+                 horizon_s: float = 3600.0, proposal: str = "agent", seed: int = 0) -> None:
+        from clustergym import baselines
+
+        if proposal not in PROPOSALS:
+            raise ValueError(f"proposal must be one of {list(PROPOSALS)}, not {proposal!r}")
+        if not horizon_s >= 0:
+            raise ValueError(f"horizon_s must be a number >= 0, not {horizon_s!r}")
+        self.env, self.proposer, self.horizon_s, self.proposal = env, proposer, float(horizon_s), proposal
+        self.base = baselines.make(base, env=env)
+        self.rng = np.random.default_rng(seed)
+        self.searches: list[tuple[int, int, float, float]] = []
+
+    def predict(self, observation: dict, state: Any = None, episode_start: Any = None, deterministic: bool = True,
+                action_masks: np.ndarray | None = None) -> tuple[np.ndarray, None]:
+        mask = np.asarray(self.env.unwrapped.action_masks() if action_masks is None else action_masks, bool)
+        mask = mask.reshape(-1)
+        chosen = int(self.base.predict(observation, action_masks=mask)[0])
+        proposed = int(self.proposer(observation, mask))
+        if proposed != chosen and self.proposal == "random":
+            others = np.flatnonzero(mask)
+            proposed = int(self.rng.choice(others[others != chosen]))
+        if proposed != chosen:
+            t1 = self.env.unwrapped.sim.now + self.horizon_s
+            kept, alternative = self._score(chosen, t1), self._score(proposed, t1)
+            self.searches.append((chosen, proposed, kept, alternative))
+            if alternative < kept:
+                chosen = proposed
+        self.base.record_taken(chosen)
+        return np.int64(chosen), None
+
+    def _score(self, first: int, t1: float) -> float:
+        """Job-time in the system until ``t1`` in a copy of the env where ``first`` is played, then the base."""
+        t0 = self.env.unwrapped.sim.now
+        env, base = copy.deepcopy((self.env, self.base))
+        base.record_taken(first)
+        obs, _, term, trunc, _ = env.step(first)
+        while not (term or trunc) and env.unwrapped.sim.now < t1:
+            mask = env.unwrapped.action_masks()
+            a = int(base.predict(obs, action_masks=mask)[0])
+            base.record_taken(a)
+            obs, _, term, trunc, _ = env.step(a)
+        return job_time_in_system(env.unwrapped.sim.jobs, t0, t1)

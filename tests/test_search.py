@@ -1,0 +1,76 @@
+"""Decision-time search (agents/search.py): the job-time score, a zero horizon that reproduces the base exactly,
+and that the search takes a proposal only where its copy scored lower."""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import clustergym  # noqa: F401
+from clustergym import baselines
+from clustergym.agents.search import LookaheadAgent, job_time_in_system
+from clustergym.scenarios import make_env
+
+ENV_ID = "clustergym/GPUCluster-v1"
+CONFIG = {"split": "test", "window_jobs": 12}
+
+
+def _job(submit, end):
+    return SimpleNamespace(spec=SimpleNamespace(submit_time=submit), record=SimpleNamespace(end_time=end))
+
+
+def test_job_time_counts_each_job_inside_the_horizon_only():
+    jobs = [_job(0, 50), _job(5, 30), _job(20, -1.0), _job(150, -1.0), _job(0, 5)]
+    # [10, 100]: 40 + 20 + 80 (not ended) + 0 (submitted after) + 0 (ended before)
+    assert job_time_in_system(jobs, 10.0, 100.0) == pytest.approx(140.0)
+
+
+def _episode(env, agent, seed, steps=400):
+    obs, _ = env.reset(seed=seed)
+    actions = []
+    for _ in range(steps):
+        a = int(agent.predict(obs, action_masks=env.unwrapped.action_masks())[0])
+        actions.append(a)
+        obs, _, term, trunc, info = env.step(a)
+        if term or trunc:
+            break
+    return actions, json.dumps(env.unwrapped.sim.summary(), sort_keys=True, default=str)  # NaN == NaN there
+
+
+def _first_valid(obs, mask):
+    return int(np.flatnonzero(mask)[0])
+
+
+def test_a_zero_horizon_searches_but_always_keeps_the_base():
+    env = make_env(ENV_ID, CONFIG)
+    base = _episode(env, baselines.make("mlf-h-req", env=env), 3)
+    env = make_env(ENV_ID, CONFIG)
+    agent = LookaheadAgent(env, _first_valid, horizon_s=0.0, proposal="random")
+    assert _episode(env, agent, 3) == base
+    assert agent.searches and all(k == p == 0.0 for _, _, k, p in agent.searches)
+
+
+def test_the_search_takes_a_proposal_exactly_where_its_copy_scored_lower():
+    env = make_env(ENV_ID, CONFIG)
+    agent = LookaheadAgent(env, _first_valid, horizon_s=1800.0, proposal="random", seed=1)
+    obs, _ = env.reset(seed=3)
+    for _ in range(200):
+        n = len(agent.searches)
+        a = int(agent.predict(obs, action_masks=env.unwrapped.action_masks())[0])
+        if len(agent.searches) > n:
+            chosen, proposed, kept, alternative = agent.searches[-1]
+            assert a == (proposed if alternative < kept else chosen)
+        obs, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            break
+    assert any(p < k for _, _, k, p in agent.searches)  # the lookahead did find better actions
+
+
+def test_bad_settings_are_refused_by_name():
+    env = make_env(ENV_ID, CONFIG)
+    with pytest.raises(ValueError, match="proposal must be one of"):
+        LookaheadAgent(env, _first_valid, proposal="best")
+    with pytest.raises(ValueError, match="horizon_s must be a number >= 0"):
+        LookaheadAgent(env, _first_valid, horizon_s=float("nan"))
