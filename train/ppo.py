@@ -30,13 +30,13 @@ from typing import Sequence
 import numpy as np
 
 # absolute imports: this file also runs as a script (python train/ppo.py)
-from clustergym.agents.decode import check_decode, with_decode
+from clustergym.agents.decode import DecodedAgent, check_decode, destination_columns
 from clustergym.config import ConfigError
 from clustergym.scenarios import make_env
 from clustergym.train.callbacks import (BCProgress, EvalCheckpointCallback, StopSignals, SummaryCallback,
                                         ValueWarmup, progress, say, warnings_once)
 from clustergym.train.config import NO_TEACHER, TrainConfig, config_from_args, make_parser
-from clustergym.eval.specs import code_version
+from clustergym.eval.specs import canonical, code_version
 from clustergym.eval.stats import selection_score  # noqa: F401  (the checkpoint ranking; tests use it from here)
 from clustergym.train.rundir import RunFolder, RunFolderError, kept_checkpoint
 from clustergym.train.threads import numeric_platform
@@ -276,17 +276,25 @@ def _baseline_score(cfg: TrainConfig, heuristic: str) -> tuple[dict[str, float],
     return cached(cfg.baseline_cache, key, compute)  # shared with other runs (train/baseline_cache.py)
 
 
+_DESTINATION_COLUMNS: dict[tuple[str, str], int | None] = {}  # (scenario, evaluation config) -> columns per row
+
+
 def decoded(cfg: TrainConfig, model):
-    """``model`` reading its deterministic action with ``cfg.decode``. The destination columns come from a fresh
-    env of the evaluation config, never the model's training env: a subprocess vector env may be mid-reset
-    (the pipelined one starts the next rollout's reset early) and refuses attribute reads then."""
+    """``model`` reading its deterministic action with ``cfg.decode``. The destination columns come from an env
+    of the evaluation config (made once per config in a process), never the model's training env: a subprocess
+    vector env may be mid-reset (the pipelined one starts the next rollout's reset early) and refuses attribute
+    reads then."""
     if check_decode(cfg.decode) == "joint":
         return model
-    env = make_env(cfg.scenario, cfg.env_config("test"))
-    try:
-        return with_decode(model, cfg.decode, env)
-    finally:
-        env.close()
+    config = cfg.env_config("test")
+    key = (cfg.scenario, canonical(config))
+    if key not in _DESTINATION_COLUMNS:
+        env = make_env(cfg.scenario, config)
+        try:
+            _DESTINATION_COLUMNS[key] = destination_columns(env)
+        finally:
+            env.close()
+    return DecodedAgent(model, destinations=_DESTINATION_COLUMNS[key], decode=cfg.decode)
 
 
 def periodic_eval(cfg: TrainConfig, folder: RunFolder, model, logger) -> dict:
