@@ -35,10 +35,13 @@ def job_time_in_system(jobs, t0: float, t1: float) -> float:
 
 class LookaheadAgent:
     """The ``predict`` API of the baselines (``predict(obs, action_masks=...) -> (action, None)``) for ``env``,
-    the env it is stepped in (one episode at a time, like a heuristic agent). ``proposer(obs, mask) -> action``.
-    ``searches`` lists, per searched decision, (base action, proposed action, base score, proposal score)."""
+    the env it is stepped in (one episode at a time, like a heuristic agent). ``proposer`` is a function
+    ``(obs, mask) -> action`` or a policy with ``predict(obs, action_masks=...)`` (a heuristic's agent is told
+    the action taken, which may not be its own, through its ``record_taken``). ``searches`` lists, per searched
+    decision of the current episode, (base action, proposed action, base score, proposal score);
+    :meth:`episode_stats` counts them for the episode's record."""
 
-    def __init__(self, env: Any, proposer: Callable[[dict, np.ndarray], int], base: str = "mlf-h-req",
+    def __init__(self, env: Any, proposer: Callable[[dict, np.ndarray], int] | Any, base: str = "mlf-h-req",
                  horizon_s: float = 3600.0, proposal: str = "agent", seed: int = 0) -> None:
         from clustergym import baselines
 
@@ -46,13 +49,18 @@ class LookaheadAgent:
             raise ValueError(f"proposal must be one of {list(PROPOSALS)}, not {proposal!r}")
         if not horizon_s >= 0:
             raise ValueError(f"horizon_s must be a number >= 0, not {horizon_s!r}")
-        self.env, self.proposer, self.horizon_s, self.proposal = env, proposer, float(horizon_s), proposal
+        self.env, self.horizon_s, self.proposal = env, float(horizon_s), proposal
+        self.proposer = _proposal_function(proposer)
+        self._tell_proposer = getattr(proposer, "record_taken", None)
         self.base = baselines.make(base, env=env)
         self.rng = np.random.default_rng(seed)
         self.searches: list[tuple[int, int, float, float]] = []
+        self._sim: Any = None
 
     def predict(self, observation: dict, state: Any = None, episode_start: Any = None, deterministic: bool = True,
                 action_masks: np.ndarray | None = None) -> tuple[np.ndarray, None]:
+        if self.env.unwrapped.sim is not self._sim:  # a new episode
+            self._sim, self.searches = self.env.unwrapped.sim, []
         mask = np.asarray(self.env.unwrapped.action_masks() if action_masks is None else action_masks, bool)
         mask = mask.reshape(-1)
         chosen = int(self.base.predict(observation, action_masks=mask)[0])
@@ -67,7 +75,14 @@ class LookaheadAgent:
             if alternative < kept:
                 chosen = proposed
         self.base.record_taken(chosen)
+        if self._tell_proposer is not None:
+            self._tell_proposer(chosen)
         return np.int64(chosen), None
+
+    def episode_stats(self) -> dict[str, int]:
+        """The current episode's searched decisions and how many of them took the proposal."""
+        return {"searches": len(self.searches),
+                "proposals_taken": sum(alternative < kept for _, _, kept, alternative in self.searches)}
 
     def _score(self, first: int, t1: float) -> float:
         """Job-time in the system until ``t1`` in a copy of the env where ``first`` is played, then the base."""
@@ -81,3 +96,14 @@ class LookaheadAgent:
             base.record_taken(a)
             obs, _, term, trunc, _ = env.step(a)
         return job_time_in_system(env.unwrapped.sim.jobs, t0, t1)
+
+
+def _proposal_function(proposer: Any) -> Callable[[dict, np.ndarray], int]:
+    """``proposer`` as a function ``(obs, mask) -> action``."""
+    predict = getattr(proposer, "predict", None)
+    if predict is None:
+        if not callable(proposer):
+            raise TypeError(f"proposer must be a function (obs, mask) -> action or have predict(obs, "
+                            f"action_masks=...), not a {type(proposer).__name__}")
+        return proposer
+    return lambda obs, mask: int(np.asarray(predict(obs, action_masks=mask[None])[0]).reshape(-1)[0])

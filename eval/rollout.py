@@ -24,7 +24,8 @@ A record holds ``policy``, ``env_id`` (the registered id with its version, None 
 ``terminated``, ``truncated``, ``decision_mean_us`` / ``decision_p99_us`` (wall time of the ``predict``
 calls only, not the env's steps), ``wall_s`` (the episode from ``reset``), ``window_start`` and
 ``n_jobs_window`` (from the reset info; NaN when the workload has none) and every numeric entry of
-``info["summary"]`` (the core's ``Metrics.summary``).
+``info["summary"]`` (the core's ``Metrics.summary``). A policy with an ``episode_stats() -> dict`` method adds
+its counts as ``policy_<name>`` (:func:`rollout` only; the decision-time search's searched decisions).
 """
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ class Predictor:
 
     name: str
     act: Act
+    stats: Callable[[], dict] | None = None  # the policy's own counts for the episode's record
 
 
 def predictor(policy: Any, env, name: str | None = None) -> Predictor:
@@ -66,7 +68,7 @@ def predictor(policy: Any, env, name: str | None = None) -> Predictor:
         a = predict(obs, action_masks=mask, **fixed)[0] if masked else predict(obs, **fixed)[0]
         return int(np.asarray(a).reshape(-1)[0])
 
-    return Predictor(_policy_name(policy, name), act)
+    return Predictor(_policy_name(policy, name), act, getattr(policy, "episode_stats", None))
 
 
 def _policy_name(policy: Any, name: str | None) -> str:
@@ -146,7 +148,10 @@ def rollout(env, policy: Predictor, seed: int) -> dict:
         t = time.perf_counter()
         a = policy.act(episode.obs, mask)
         episode.step(a, time.perf_counter() - t)
-    return episode.record()
+    rec = episode.record()
+    if policy.stats is not None:
+        rec.update({f"policy_{k}": v for k, v in policy.stats().items()})
+    return rec
 
 
 def evaluate(policy: Any, env_id: str, config: dict | None, seeds: Iterable[int], *, name: str | None = None,

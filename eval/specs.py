@@ -128,17 +128,17 @@ def split_label(spec: str) -> tuple[str | None, str]:
 def parse_policy(spec: str) -> dict:
     """A policy spec (module docstring) -> {"label", "kind", "params", and "name" | "path" | "target"}."""
     label, body = split_label(spec)
+    m = _CALLABLE.match(body)
+    if m and not m["module"].endswith(".zip"):  # before files: a callable's parameters may name files
+        params = parse_kv(m["kv"] or "")
+        target = f"{m['module']}:{m['attr']}"
+        return {"label": safe_name(label or _with_params(target, params)), "kind": "callable", "target": target,
+                "params": params}
     m = _AGENT_PARAMS.match(body)
     path, params = (m["path"], parse_kv(m["kv"])) if m and _is_file_spec(m["path"]) else (body, {})
     if _is_file_spec(path):
         kind = "rllib" if (Path(path) / RLLIB_MARKER).is_file() else "agent"
         return {"label": safe_name(label or Path(path).stem), "kind": kind, "path": str(path), "params": params}
-    m = _CALLABLE.match(body)
-    if m:
-        params = parse_kv(m["kv"] or "")
-        target = f"{m['module']}:{m['attr']}"
-        return {"label": safe_name(label or _with_params(target, params)), "kind": "callable", "target": target,
-                "params": params}
     name, _, kv = body.partition(":")
     params = parse_kv(kv)
     return {"label": safe_name(label or _with_params(name, params)), "kind": "heuristic", "name": name,
@@ -359,8 +359,9 @@ def policy_identity(spec: dict) -> dict:
         except (ImportError, ValueError):
             found = None
         origin = found.origin if found is not None and found.origin and os.path.isfile(found.origin) else None
-        return {"kind": kind, "target": spec["target"], "params": spec.get("params", {}), "source": origin,
-                "sha256": file_sha256(Path(origin)) if origin else None}
+        ident = {"kind": kind, "target": spec["target"], "params": spec.get("params", {}), "source": origin,
+                 "sha256": file_sha256(Path(origin)) if origin else None}
+        return _with_file_params(ident, spec)
     if kind == "rllib":
         p = Path(spec["path"]).resolve()
         return _with_agent_params({"kind": kind, "path": str(p), "sha256": tree_sha256(p) if p.is_dir() else None},
@@ -373,6 +374,14 @@ def policy_identity(spec: dict) -> dict:
     except FileNotFoundError:
         p, digest = Path(spec["path"]).resolve(), None
     return _with_agent_params({"kind": "agent", "path": str(p), "sha256": digest}, spec)
+
+
+def _with_file_params(ident: dict, spec: dict) -> dict:
+    """A callable's identity with, for each parameter naming a model file or folder (a proposer of
+    ``clustergym.eval.lookahead``), that policy's identity; without the key when none does."""
+    files = {k: policy_identity(parse_policy(v)) for k, v in sorted(spec.get("params", {}).items())
+             if isinstance(v, str) and _is_file_spec(v)}
+    return {**ident, "param_files": files} if files else ident
 
 
 def _with_agent_params(ident: dict, spec: dict) -> dict:

@@ -74,3 +74,66 @@ def test_bad_settings_are_refused_by_name():
         LookaheadAgent(env, _first_valid, proposal="best")
     with pytest.raises(ValueError, match="horizon_s must be a number >= 0"):
         LookaheadAgent(env, _first_valid, horizon_s=float("nan"))
+
+
+# --------------------------------------------------------------------------- the search as a policy spec
+
+SEARCH = "clustergym.eval.lookahead:lookahead"
+
+
+def test_a_heuristic_proposer_is_told_the_action_taken_not_its_own():
+    from clustergym.eval import specs
+
+    env = make_env(ENV_ID, CONFIG)
+    spec = specs.parse_policy(f"{SEARCH}:proposer=mlfs-h+c,horizon_s=900")
+    agent = specs.load_policy(spec, env)
+    proposer = agent._tell_proposer.__self__
+    obs, _ = env.reset(seed=3)
+    for _ in range(300):
+        a = int(agent.predict(obs, action_masks=env.unwrapped.action_masks())[0])
+        w = env.unwrapped.window
+        assert proposer._taken == (w.command(a) if w.mask[a] else None)
+        obs, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            break
+    # mlfs-h+c disagreed and the base's action was taken: the proposer holds that one, not its proposal
+    assert any(p >= k for _, _, k, p in agent.searches)
+
+
+def test_the_spec_identity_holds_the_proposer_file_and_bad_proposers_are_named(tmp_path):
+    from clustergym.eval import specs
+
+    model = tmp_path / "clone.zip"
+    model.write_bytes(b"one")
+    spec = specs.parse_policy(f"s={SEARCH}:proposer={model},decode=act-first,proposal=random")
+    first = specs.policy_identity(spec)
+    assert first["param_files"]["proposer"]["path"] == str(model.resolve())
+    model.write_bytes(b"two")
+    assert specs.policy_identity(spec)["param_files"]["proposer"]["sha256"] != \
+        first["param_files"]["proposer"]["sha256"]
+    assert "param_files" not in specs.policy_identity(specs.parse_policy(f"{SEARCH}:proposer=mlfs-h+c"))
+    env = make_env(ENV_ID, CONFIG)
+    for kv, message in (("proposer=mlfs-h+c,decode=act-first", "decode='act-first' is for a model proposer"),
+                        ("proposer=no-such-heuristic", "is not a heuristic"),
+                        (f"proposer={model}", "is not a readable zip")):
+        with pytest.raises(specs.PolicySpecError, match=message):
+            specs.check_policy(specs.parse_policy(f"{SEARCH}:{kv}"), lambda: make_env(ENV_ID, CONFIG))
+    env.close()
+
+
+def test_each_episode_record_counts_its_own_searches():
+    from clustergym.eval import specs
+    from clustergym.eval.rollout import predictor, rollout
+
+    def search_on(env):
+        agent = specs.load_policy(specs.parse_policy(f"{SEARCH}:proposer=mlfs-h+c,horizon_s=600"), env)
+        return agent, predictor(agent, env, "search")
+
+    env = make_env(ENV_ID, CONFIG)
+    agent, pred = search_on(env)
+    first, second = rollout(env, pred, 3), rollout(env, pred, 4)
+    alone = rollout(env, search_on(env)[1], 4)
+    assert second["policy_searches"] == alone["policy_searches"] == len(agent.searches) > 0  # its own, not a sum
+    assert 0 < first["policy_searches"] and 0 <= second["policy_proposals_taken"] <= second["policy_searches"]
+    assert second["policy_proposals_taken"] == sum(p < k for _, _, k, p in agent.searches)
+    assert "policy_searches" not in rollout(env, predictor("mlf-h-req", env), 3)
