@@ -29,12 +29,12 @@ def imitation_error(name: str) -> str | None:
     """Why heuristic ``name`` cannot be a behaviour-cloning teacher (None if it can): it must act only through
     the env's actions, not attach a controller to the simulator (:meth:`Policy.attach`)."""
     from clustergym import baselines
-    from clustergym.baselines.base import Policy
+    from clustergym.baselines.base import attaches_controller
 
     cls = baselines.REGISTRY.get(name)
     if cls is None:
         return f"{name!r} is not a heuristic; one of {baselines.available()}"
-    if cls.attach is not Policy.attach:
+    if attaches_controller(cls):
         alt = " (use 'mlfs-h+c-act', MLF-C as stop-option actions)" if name == "mlfs-h+c" else ""
         return (f"{name!r} attaches a controller to the simulator, which acts between the agent's actions: an "
                 f"agent cannot imitate it{alt}")
@@ -76,20 +76,27 @@ def _labelled_rollouts(env, seeds: Iterable[int], choose, gamma: float, max_step
             "episodes": episodes}
 
 
+def teacher_agent(expert: str | Callable[[Any], Any], env) -> Any:
+    """The labelling agent on ``env``: heuristic ``expert``'s, or ``expert(env)`` (an object with ``predict``
+    and ``record_taken``, e.g. :func:`clustergym.agents.search.search_teacher`)."""
+    from clustergym import baselines
+
+    return baselines.make(expert, env=env) if isinstance(expert, str) else expert(env)
+
+
 def _env(env_id: str, config: dict | None, wrap: Callable | None):
     env = make_env(env_id, config)
     return wrap(env) if wrap is not None else env
 
 
-def collect(expert: str, env_id: str, config: dict | None, seeds: Iterable[int], gamma: float = 0.99,
+def collect(expert: str | Callable[[Any], Any], env_id: str, config: dict | None, seeds: Iterable[int], gamma: float = 0.99,
             max_steps: int | None = 5000, wrap: Callable | None = None,
             gamma_hour: float | None = None) -> dict[str, Any]:
     """``wrap(env)``, if given, wraps the env the returns are computed on (the training reward, e.g.
-    :class:`clustergym.agents.relative_reward.RelativeToHeuristic`), so the cloned critic matches what PPO will see."""
-    from clustergym import baselines
-
+    :class:`clustergym.agents.relative_reward.RelativeToHeuristic`), so the cloned critic matches what PPO will see.
+    ``expert``: a heuristic's name or a teacher factory (:func:`teacher_agent`)."""
     env = _env(env_id, config, wrap)
-    agent = baselines.make(expert, env=env)
+    agent = teacher_agent(expert, env)
 
     def choose(obs, m):
         a = int(agent.predict(obs, action_masks=m)[0])
@@ -98,16 +105,14 @@ def collect(expert: str, env_id: str, config: dict | None, seeds: Iterable[int],
     return _labelled_rollouts(env, seeds, choose, gamma, max_steps, gamma_hour)
 
 
-def collect_dagger(policy, expert: str, env_id: str, config: dict | None, seeds: Iterable[int],
+def collect_dagger(policy, expert: str | Callable[[Any], Any], env_id: str, config: dict | None, seeds: Iterable[int],
                    gamma: float = 0.99, max_steps: int | None = 2000, wrap: Callable | None = None,
                    gamma_hour: float | None = None, decode: str = "joint") -> dict[str, Any]:
     """Roll out ``policy`` (an SB3 policy, its deterministic masked action read with ``decode``, as evaluations
     read it: :mod:`clustergym.agents.decode`) and label each visited state with ``expert``'s action (DAgger).
     Same format as :func:`collect`; ``returns`` are the learner's discounted returns."""
-    from clustergym import baselines
-
     env = _env(env_id, config, wrap)
-    agent = baselines.make(expert, env=env)
+    agent = teacher_agent(expert, env)
     policy.set_training_mode(False)
     learner = _greedy(policy, decode, env)
 

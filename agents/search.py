@@ -49,6 +49,7 @@ class LookaheadAgent:
             raise ValueError(f"proposal must be one of {list(PROPOSALS)}, not {proposal!r}")
         if not horizon_s >= 0:
             raise ValueError(f"horizon_s must be a number >= 0, not {horizon_s!r}")
+        _refuse_controllers(base, proposer)
         self.env, self.horizon_s, self.proposal = env, float(horizon_s), proposal
         self.proposer = _proposal_function(proposer)
         self._tell_proposer = getattr(proposer, "record_taken", None)
@@ -74,10 +75,15 @@ class LookaheadAgent:
             self.searches.append((chosen, proposed, kept, alternative))
             if alternative < kept:
                 chosen = proposed
-        self.base.record_taken(chosen)
-        if self._tell_proposer is not None:
-            self._tell_proposer(chosen)
+        self.record_taken(chosen)
         return np.int64(chosen), None
+
+    def record_taken(self, action: int) -> None:
+        """The env is about to be stepped with ``action``, which may not be the one :meth:`predict` returned (a
+        DAgger learner's): the base and the proposer build on it, as a heuristic's agent does."""
+        self.base.record_taken(action)
+        if self._tell_proposer is not None:
+            self._tell_proposer(action)
 
     def episode_stats(self) -> dict[str, int]:
         """The current episode's searched decisions and how many of them took the proposal."""
@@ -98,6 +104,22 @@ class LookaheadAgent:
         return job_time_in_system(env.unwrapped.sim.jobs, t0, t1)
 
 
+def _refuse_controllers(base: str, proposer: Any) -> None:
+    """ValueError if the base or a heuristic proposer adds a controller to the simulator: it would act in the
+    episode (and its copies) between the search's actions."""
+    from clustergym.agents.bc import imitation_error
+    from clustergym.baselines.agent import HeuristicAgent
+    from clustergym.baselines.base import attaches_controller
+
+    why = imitation_error(base)
+    if why is not None:
+        raise ValueError(f"base: {why}")
+    if isinstance(proposer, HeuristicAgent) and attaches_controller(proposer.policy):
+        raise ValueError(f"proposer {proposer.name!r} attaches a controller to the simulator, which would act in "
+                         f"the episode between the search's actions; propose with one that acts only through "
+                         f"actions (e.g. 'mlfs-h+c-act')")
+
+
 def _proposal_function(proposer: Any) -> Callable[[dict, np.ndarray], int]:
     """``proposer`` as a function ``(obs, mask) -> action``."""
     predict = getattr(proposer, "predict", None)
@@ -107,3 +129,12 @@ def _proposal_function(proposer: Any) -> Callable[[dict, np.ndarray], int]:
                             f"action_masks=...), not a {type(proposer).__name__}")
         return proposer
     return lambda obs, mask: int(np.asarray(predict(obs, action_masks=mask[None])[0]).reshape(-1)[0])
+
+
+def search_teacher(env: Any, base: str, proposer: str, horizon_s: float = 3600.0,
+                   proposal: str = "agent") -> LookaheadAgent:
+    """A :class:`LookaheadAgent` on ``env`` with heuristics for base and proposer: a teacher for behaviour
+    cloning (``train/ppo.py --search-proposer``), whose labels are the search's choices."""
+    from clustergym import baselines
+
+    return LookaheadAgent(env, baselines.make(proposer, env=env), base=base, horizon_s=horizon_s, proposal=proposal)

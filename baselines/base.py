@@ -523,6 +523,14 @@ class Policy:
 # ----------------------------------------------------------------------------- the system's stopping rule
 
 
+def attaches_controller(policy: "Policy | type[Policy]") -> bool:
+    """Whether ``policy`` (an instance or class) adds a controller to the simulator in :meth:`Policy.attach`,
+    which then acts between the agent's actions (MLF-C's load control): such a policy cannot be imitated, nor
+    consulted by another agent without changing the episode."""
+    cls = policy if isinstance(policy, type) else type(policy)
+    return cls.attach is not Policy.attach
+
+
 def system_stop_commands(view: ClusterView, cands: Candidates, option: str) -> Iterator[Command]:
     """MLFS §3.5 / §4: the "stop-option" commands that move each job the policy sees (the jobs of its candidate
     tasks, in candidate order) to ``option``, for jobs still on their user's own option where the simulator

@@ -85,7 +85,7 @@ def test_a_heuristic_proposer_is_told_the_action_taken_not_its_own():
     from clustergym.eval import specs
 
     env = make_env(ENV_ID, CONFIG)
-    spec = specs.parse_policy(f"{SEARCH}:proposer=mlfs-h+c,horizon_s=900")
+    spec = specs.parse_policy(f"{SEARCH}:proposer=mlfs-h+c-act,horizon_s=900")
     agent = specs.load_policy(spec, env)
     proposer = agent._tell_proposer.__self__
     obs, _ = env.reset(seed=3)
@@ -96,7 +96,7 @@ def test_a_heuristic_proposer_is_told_the_action_taken_not_its_own():
         obs, _, term, trunc, _ = env.step(a)
         if term or trunc:
             break
-    # mlfs-h+c disagreed and the base's action was taken: the proposer holds that one, not its proposal
+    # mlfs-h+c-act disagreed and the base's action was taken: the proposer holds that one, not its proposal
     assert any(p >= k for _, _, k, p in agent.searches)
 
 
@@ -111,9 +111,9 @@ def test_the_spec_identity_holds_the_proposer_file_and_bad_proposers_are_named(t
     model.write_bytes(b"two")
     assert specs.policy_identity(spec)["param_files"]["proposer"]["sha256"] != \
         first["param_files"]["proposer"]["sha256"]
-    assert "param_files" not in specs.policy_identity(specs.parse_policy(f"{SEARCH}:proposer=mlfs-h+c"))
+    assert "param_files" not in specs.policy_identity(specs.parse_policy(f"{SEARCH}:proposer=mlfs-h+c-act"))
     env = make_env(ENV_ID, CONFIG)
-    for kv, message in (("proposer=mlfs-h+c,decode=act-first", "decode='act-first' is for a model proposer"),
+    for kv, message in (("proposer=mlfs-h+c-act,decode=act-first", "decode='act-first' is for a model proposer"),
                         ("proposer=no-such-heuristic", "is not a heuristic"),
                         (f"proposer={model}", "is not a readable zip")):
         with pytest.raises(specs.PolicySpecError, match=message):
@@ -126,7 +126,7 @@ def test_each_episode_record_counts_its_own_searches():
     from clustergym.eval.rollout import predictor, rollout
 
     def search_on(env):
-        agent = specs.load_policy(specs.parse_policy(f"{SEARCH}:proposer=mlfs-h+c,horizon_s=600"), env)
+        agent = specs.load_policy(specs.parse_policy(f"{SEARCH}:proposer=mlfs-h+c-act,horizon_s=600"), env)
         return agent, predictor(agent, env, "search")
 
     env = make_env(ENV_ID, CONFIG)
@@ -137,3 +137,29 @@ def test_each_episode_record_counts_its_own_searches():
     assert 0 < first["policy_searches"] and 0 <= second["policy_proposals_taken"] <= second["policy_searches"]
     assert second["policy_proposals_taken"] == sum(p < k for _, _, k, p in agent.searches)
     assert "policy_searches" not in rollout(env, predictor("mlf-h-req", env), 3)
+
+
+def test_heuristics_that_attach_a_controller_are_refused_as_base_or_proposer():
+    env = make_env(ENV_ID, CONFIG)
+    with pytest.raises(ValueError, match="proposer 'mlfs-h\\+c' attaches a controller"):
+        LookaheadAgent(env, baselines.make("mlfs-h+c", env=env))
+    with pytest.raises(ValueError, match="base: 'mlfs-h\\+c' attaches a controller"):
+        LookaheadAgent(env, _first_valid, base="mlfs-h+c")
+
+
+def test_as_a_dagger_teacher_the_search_builds_on_the_learners_action():
+    from clustergym.agents.search import search_teacher
+
+    env = make_env(ENV_ID, CONFIG)
+    teacher = search_teacher(env, "mlf-h-req", "mlfs-h+c-act", horizon_s=600.0)
+    obs, _ = env.reset(seed=3)
+    for _ in range(60):
+        mask = env.unwrapped.action_masks()
+        teacher.predict(obs, action_masks=mask)
+        learner = int(np.flatnonzero(mask)[0])  # a learner that takes the first valid action, not the label
+        teacher.record_taken(learner)
+        w = env.unwrapped.window
+        assert teacher.base._taken == teacher._tell_proposer.__self__._taken == w.command(learner)
+        obs, _, term, trunc, _ = env.step(learner)
+        if term or trunc:
+            break
