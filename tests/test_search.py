@@ -163,3 +163,22 @@ def test_as_a_dagger_teacher_the_search_builds_on_the_learners_action():
         obs, _, term, trunc, _ = env.step(learner)
         if term or trunc:
             break
+
+
+def test_behaviour_cloning_data_labelled_by_the_search_is_the_search_agents_episode():
+    from functools import partial
+
+    from clustergym.agents.bc import collect
+    from clustergym.agents.search import search_teacher
+
+    teacher = partial(search_teacher, base="mlf-h-req", proposer="mlfs-h+c-act", horizon_s=1800.0, proposal="random")
+    config = {"split": "test", "window_jobs": 20, "load": 6.0}  # where this search takes 2 of its proposals
+    data = collect(teacher, ENV_ID, config, [4], max_steps=400)
+    env = make_env(ENV_ID, config)
+    agent = teacher(env)
+    actions, _ = _episode(env, agent, 4)
+    assert list(data["actions"]) == actions
+    assert any(p < k for _, _, k, p in agent.searches)  # so the labels are not the base's own
+    env = make_env(ENV_ID, config)
+    base_actions, _ = _episode(env, baselines.make("mlf-h-req", env=env), 4)
+    assert actions != base_actions

@@ -248,6 +248,10 @@ def test_every_setting_has_a_flag_read_as_its_type():
     ({"share_encoder": "yes"}, "share_encoder must be true or false"),
     ({"seed": -1}, "seed must be an integer >= 0"),
     ({"bc_end_coef": -1.0}, r"bc_end_coef must be in \[0, inf\], got -1.0"),
+    ({"search_proposer": "mlfs-h+c"}, "search_proposer: 'mlfs-h\\+c' attaches a controller"),
+    ({"search_proposer": "mlf-x"}, "search_proposer: 'mlf-x' is not a heuristic"),
+    ({"search_proposal": "best"}, r"search_proposal must be one of \['agent', 'random'\]"),
+    ({"search_horizon_s": -1.0}, r"search_horizon_s must be in \[0, inf\]"),
     ({"decode": "mean"}, r"decode must be one of \['joint', 'row-kind', 'act-first'\]")])
 def test_config_rejects_bad_values_by_name(overrides, message):
     with pytest.raises(ConfigError, match=message):
@@ -397,6 +401,14 @@ def test_init_from_starts_ppo_from_a_saved_agent(tmp_path):
     assert a.keys() == b.keys() and all(th.equal(a[k], b[k]) for k in a)
     with pytest.raises(ConfigError, match="init_from: .* not found"):
         _cfg({"init_from": str(tmp_path / "missing.zip")})
+
+
+def test_a_search_proposer_makes_the_search_the_warm_starts_labeller(tmp_path):
+    res = ppo.train(_cfg({**TINY, "timesteps": 0, "final_eval_episodes": 0, "expert": "mlf-h-req",
+                          "search_proposer": "mlfs-h+c-act", "search_horizon_s": 600.0, "out": str(tmp_path / "r")}))
+    bc = json.loads((Path(res["out"]) / "bc.json").read_text())
+    assert bc["expert"] == "mlf-h-req"
+    assert bc["search"] == {"proposer": "mlfs-h+c-act", "horizon_s": 600.0, "proposal": "agent"}
 
 
 def test_the_throughput_line_gives_the_speed_with_and_without_the_evaluations():

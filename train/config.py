@@ -72,6 +72,11 @@ class TrainConfig:
     bc_value_coef: float = 0.5
     # weight of the auxiliary end-the-round-or-act cross-entropy (agents.bc.end_decision_loss); 0 = joint CE only
     bc_end_coef: float = 0.0
+    # a heuristic: the warm start's labels are decision-time search's (agents/search.py): the teacher, checked by
+    # lookahead in copies of the env where this heuristic disagrees with it; None = the teacher's own actions
+    search_proposer: str | None = None
+    search_horizon_s: float = 3600.0  # simulated seconds of each lookahead
+    search_proposal: str = "agent"  # agent: the proposer's action; random: a random other valid action there
     # PPO
     # 3e-4 with a KL target of 0.05 moved the clone's validation JCT most in the short runs of docs/training.md
     # ("Moving the policy"); 3e-5 / 0.02 kept the KL per update near 0.0005
@@ -189,10 +194,10 @@ _REALS = {"learning_rate": (0.0, math.inf, False), "bc_lr": (0.0, math.inf, Fals
           "teacher_coef": (0.0, math.inf, True), "teacher_coef_end": (0.0, math.inf, True),
           "vf_coef": (0.0, math.inf, True), "max_grad_norm": (0.0, math.inf, False),
           "target_kl": (0.0, math.inf, False), "bc_value_coef": (0.0, math.inf, True),
-          "bc_end_coef": (0.0, math.inf, True)}
+          "bc_end_coef": (0.0, math.inf, True), "search_horizon_s": (0.0, math.inf, True)}
 _CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo"),
             "vec_env": ("auto", "dummy", "subproc", "grouped", "pipelined"), "decode": DECODINGS,
-            "lambda_per": ("step", "time")}
+            "lambda_per": ("step", "time"), "search_proposal": ("agent", "random")}
 
 
 def auto_vec_env(n_envs: Any, algo: Any, teacher_coef: Any) -> str:
@@ -324,7 +329,8 @@ def _check_teacher(c: TrainConfig) -> None:
     if c.expert == "best" and not c.expert_candidates:
         raise ConfigError("expert_candidates must name at least one heuristic when expert is 'best'")
     names = [("expert", c.expert)] if c.expert != "best" else []
-    for key, name in names + [("expert_candidates", n) for n in c.expert_candidates]:
+    proposer = [("search_proposer", c.search_proposer)] if c.search_proposer is not None else []
+    for key, name in names + [("expert_candidates", n) for n in c.expert_candidates] + proposer:
         why = imitation_error(name)
         if why:
             raise ConfigError(f"{key}: {why}")

@@ -141,7 +141,7 @@ def warm_start(cfg: TrainConfig, folder: RunFolder, model) -> dict:
     """Roll out the expert on training windows, behaviour-clone it into the policy, then DAgger rounds; returns
     the BC statistics (``bc.json``): agreement with the expert on training and held-out states."""
     from clustergym.agents.bc import agreement, behaviour_clone, collect, disagreement_split
-    from clustergym.train.teacher import choose_teacher
+    from clustergym.train.teacher import choose_teacher, labelling_teacher, search_settings, searched
 
     t0 = time.time()
     expert, choice = choose_teacher(cfg)
@@ -149,11 +149,12 @@ def warm_start(cfg: TrainConfig, folder: RunFolder, model) -> dict:
     train_seeds = [base + i for i in range(cfg.bc_episodes)]
     hold_seeds = holdout_seeds(cfg, cfg.bc_holdout_episodes)
     ecfg = cfg.train_env_config()
-    say(f"BC: rolling out {expert} on {len(train_seeds)} + {len(hold_seeds)} training windows")
+    labeller = labelling_teacher(cfg, expert)
+    say(f"BC: rolling out {expert}{searched(cfg)} on {len(train_seeds)} + {len(hold_seeds)} training windows")
     wrap = reward_wrapper(cfg, ecfg)  # value targets on the training reward
-    data = collect(expert, cfg.scenario, ecfg, progress(train_seeds, "expert rollouts", cfg.progress_bar),
+    data = collect(labeller, cfg.scenario, ecfg, progress(train_seeds, "expert rollouts", cfg.progress_bar),
                    gamma=cfg.gamma, wrap=wrap, gamma_hour=cfg.gamma_hour)
-    hold = (collect(expert, cfg.scenario, ecfg, progress(hold_seeds, "held-out rollouts", cfg.progress_bar),
+    hold = (collect(labeller, cfg.scenario, ecfg, progress(hold_seeds, "held-out rollouts", cfg.progress_bar),
                     gamma=cfg.gamma, gamma_hour=cfg.gamma_hour) if hold_seeds else None)
     t1 = time.time()
     writer = _bc_writer(folder)
@@ -169,8 +170,9 @@ def warm_start(cfg: TrainConfig, folder: RunFolder, model) -> dict:
     after_bc = agree(hold)
     say(f"  after BC on the expert's rollouts: held-out agreement {after_bc:.3f}")
     expert_states = int(len(data["actions"]))
-    data, dagger = dagger_rounds(cfg, expert, model, data, hold, base, wrap, writer)
-    res = {"expert": expert, "expert_choice": choice, "train_states": int(len(data["actions"])),
+    data, dagger = dagger_rounds(cfg, labeller, model, data, hold, base, wrap, writer)
+    res = {"expert": expert, "expert_choice": choice, "search": search_settings(cfg),
+           "train_states": int(len(data["actions"])),
            "expert_states": expert_states,
            "dagger": dagger, "holdout_states": int(len(hold["actions"])) if hold is not None else 0,
            "agreement_train": agree(data), "agreement_holdout": agree(hold),
@@ -202,7 +204,7 @@ def holdout_seeds(cfg: TrainConfig, n: int) -> list[int]:
     return [warm_start_base(cfg) + 50_000 + i for i in range(n)]
 
 
-def dagger_rounds(cfg: TrainConfig, expert: str, model, data: dict, hold: dict | None, base: int, wrap, writer):
+def dagger_rounds(cfg: TrainConfig, expert, model, data: dict, hold: dict | None, base: int, wrap, writer):
     """DAgger: roll out the cloned policy on other training windows, label its states with the expert, retrain
     on everything so far. Returns (all states, per-round statistics)."""
     from clustergym.agents.bc import agreement, behaviour_clone, collect_dagger, merge

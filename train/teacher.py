@@ -15,10 +15,15 @@ controller to the simulator, which changes stopping rules between the agent's ac
 learn the placements without the load control that makes MLFS-H+C fast. ``mlfs-h+c-act`` is MLFS-H+C with
 MLF-C's changes as stop-option actions (``clustergym.baselines.mlfs.MLFSHCActions``), the form an agent can
 copy; ``clustergym.agents.bc.imitation_error`` refuses a teacher with controllers by name.
+
+With ``search_proposer`` the warm start's labels (its rollouts' actions and DAgger's) are decision-time search's
+(:func:`clustergym.agents.search.search_teacher`): the chosen teacher, checked by a lookahead of
+``search_horizon_s`` in copies of the env wherever the proposer heuristic disagrees with it.
 """
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 from .callbacks import progress, say
@@ -57,3 +62,26 @@ def choose_teacher(cfg: TrainConfig) -> tuple[str, dict[str, Any]]:
     assert best is not None
     say(f"  teacher: {best}")
     return best, {"seeds": seeds, "metric": m, "candidates": table, "chosen": best}
+
+
+def search_settings(cfg: TrainConfig) -> dict | None:
+    """The decision-time search that labels the warm start's states, if any (``bc.json``)."""
+    if cfg.search_proposer is None:
+        return None
+    return {"proposer": cfg.search_proposer, "horizon_s": cfg.search_horizon_s, "proposal": cfg.search_proposal}
+
+
+def searched(cfg: TrainConfig) -> str:
+    """How the run's log names the search after the teacher ("" without one)."""
+    s = search_settings(cfg)
+    return "" if s is None else f" checked by search ({s['proposer']} proposing, {s['horizon_s']:g} s lookahead)"
+
+
+def labelling_teacher(cfg: TrainConfig, expert: str) -> str | partial:
+    """What labels the warm start's states: heuristic ``expert``, or the search with it as base."""
+    if cfg.search_proposer is None:
+        return expert
+    from clustergym.agents.search import search_teacher
+
+    return partial(search_teacher, base=expert, proposer=cfg.search_proposer, horizon_s=cfg.search_horizon_s,
+                   proposal=cfg.search_proposal)
