@@ -2,7 +2,7 @@
 proposer disagrees with it.
 
 At each decision the agent asks the base heuristic for its action and the proposer for one. Where they differ it
-deep-copies (env, base) once per candidate, plays the candidate and then the base until ``horizon_s`` simulated
+copies (env, base) once per candidate (:func:`fork`), plays the candidate and then the base until ``horizon_s`` simulated
 seconds have passed (or the episode ends), and takes the candidate whose copy had less job-time in the system
 over that horizon (:func:`job_time_in_system`); a tie goes to the base. Summed over a window, job-time in the
 system is the numerator of the mean JCT, so over a horizon it is the part of the window's mean JCT that the two
@@ -14,12 +14,19 @@ proposer's share of what the search gains (docs/training.md, "Decision-time sear
 """
 from __future__ import annotations
 
-import copy
+import pickle
 from typing import Any, Callable
 
 import numpy as np
 
 PROPOSALS = ("agent", "random")
+
+
+def fork(state: Any) -> Any:
+    """An independent copy of ``state`` (an env mid-episode with its policies) that continues exactly as the
+    original: a pickle round trip, which copies the same object graph as :func:`copy.deepcopy` (both go through
+    ``__reduce_ex__``/``__setstate__``) about five times faster; tests/test_env_copy.py checks both."""
+    return pickle.loads(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def job_time_in_system(jobs, t0: float, t1: float) -> float:
@@ -93,7 +100,7 @@ class LookaheadAgent:
     def _score(self, first: int, t1: float) -> float:
         """Job-time in the system until ``t1`` in a copy of the env where ``first`` is played, then the base."""
         t0 = self.env.unwrapped.sim.now
-        env, base = copy.deepcopy((self.env, self.base))
+        env, base = fork((self.env, self.base))
         base.record_taken(first)
         obs, _, term, trunc, _ = env.step(first)
         while not (term or trunc) and env.unwrapped.sim.now < t1:

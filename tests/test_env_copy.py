@@ -10,6 +10,7 @@ import pytest
 
 import clustergym  # noqa: F401
 from clustergym import baselines
+from clustergym.agents.search import fork
 from clustergym.scenarios import make_env
 
 ENV_ID = "clustergym/GPUCluster-v1"
@@ -37,12 +38,13 @@ def _play(env, agent, obs, steps: int) -> tuple[list[tuple], dict]:
     (ENV_ID, "fifo", {"split": "test", "window_jobs": 30, "gpu_actions": True}),
     ("clustergym/UniSched-v1", "unisched", {}),  # leases: their expiry events go to the copy's own queue
 ])
-def test_a_deep_copy_mid_episode_continues_like_the_original(env_id, policy, config):
+@pytest.mark.parametrize("copier", [copy.deepcopy, fork], ids=["deepcopy", "fork"])
+def test_a_deep_copy_mid_episode_continues_like_the_original(env_id, policy, config, copier):
     env = make_env(env_id, config)
     agent = baselines.make(policy, env=env)
     obs, _ = env.reset(seed=10000)
     _, obs = _play(env, agent, obs, 150)
-    twin_env, twin_agent, twin_obs = copy.deepcopy((env, agent, obs))
+    twin_env, twin_agent, twin_obs = copier((env, agent, obs))
     assert twin_env.unwrapped.sim is not env.unwrapped.sim
     copied, _ = _play(twin_env, twin_agent, twin_obs, 300)  # the copy first: it must not touch the original
     original, _ = _play(env, agent, obs, 300)
