@@ -8,6 +8,11 @@ over that horizon (:func:`job_time_in_system`); a tie goes to the base. Summed o
 system is the numerator of the mean JCT, so over a horizon it is the part of the window's mean JCT that the two
 candidates can change before that horizon.
 
+A one-hour horizon cannot see what a change of a job's stopping rule costs after it: with ``mlfs-h+c-act``
+proposing, the search switched two jobs of load-6 window 10001 to OptStop and back within seven minutes, each
+switch scoring lower over its hour, and the window's mean JCT went from 723 s to 2,407 s. ``terminal="remaining"``
+adds to each candidate's score the run time its jobs still need at the horizon (:func:`remaining_run_time`).
+
 ``proposal="agent"`` proposes the proposer's action; ``"random"`` searches at the same decisions (where the
 proposer disagrees with the base) but proposes a uniformly random other valid action, which isolates the
 proposer's share of what the search gains (docs/training.md, "Decision-time search").
@@ -20,6 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 PROPOSALS = ("agent", "random")
+TERMINALS = ("none", "remaining")
 
 
 def fork(state: Any) -> Any:
@@ -27,6 +33,17 @@ def fork(state: Any) -> Any:
     original: a pickle round trip, which copies the same object graph as :func:`copy.deepcopy` (both go through
     ``__reduce_ex__``/``__setstate__``) about five times faster; tests/test_env_copy.py checks both."""
     return pickle.loads(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def remaining_run_time(sim: Any) -> float:
+    """Σ over the jobs submitted and not ended of the run time each still needs now
+    (:meth:`ClusterView.remaining_time`: iterations left to its current stopping point x its model's mean
+    single-GPU iteration time), without the queueing it will also meet."""
+    from clustergym.core.view import ClusterView
+
+    view = ClusterView(sim)
+    return sum(view.remaining_time(job) for job in sim.jobs
+               if job.spec.submit_time <= sim.now and job.record.end_time < 0)
 
 
 def job_time_in_system(jobs, t0: float, t1: float) -> float:
@@ -49,15 +66,17 @@ class LookaheadAgent:
     :meth:`episode_stats` counts them for the episode's record."""
 
     def __init__(self, env: Any, proposer: Callable[[dict, np.ndarray], int] | Any, base: str = "mlf-h-req",
-                 horizon_s: float = 3600.0, proposal: str = "agent", seed: int = 0) -> None:
+                 horizon_s: float = 3600.0, proposal: str = "agent", seed: int = 0, terminal: str = "none") -> None:
         from clustergym import baselines
 
         if proposal not in PROPOSALS:
             raise ValueError(f"proposal must be one of {list(PROPOSALS)}, not {proposal!r}")
+        if terminal not in TERMINALS:
+            raise ValueError(f"terminal must be one of {list(TERMINALS)}, not {terminal!r}")
         if not horizon_s >= 0:
             raise ValueError(f"horizon_s must be a number >= 0, not {horizon_s!r}")
         _refuse_controllers(base, proposer)
-        self.env, self.horizon_s, self.proposal = env, float(horizon_s), proposal
+        self.env, self.horizon_s, self.proposal, self.terminal = env, float(horizon_s), proposal, terminal
         self.proposer = _proposal_function(proposer)
         self._tell_proposer = getattr(proposer, "record_taken", None)
         self.base = baselines.make(base, env=env)
@@ -98,7 +117,9 @@ class LookaheadAgent:
                 "proposals_taken": sum(alternative < kept for _, _, kept, alternative in self.searches)}
 
     def _score(self, first: int, t1: float) -> float:
-        """Job-time in the system until ``t1`` in a copy of the env where ``first`` is played, then the base."""
+        """Job-time in the system until ``t1`` in a copy of the env where ``first`` is played, then the base;
+        with ``terminal="remaining"`` plus the run time the jobs still need where the copy stops (its first
+        decision at or after ``t1``; :func:`remaining_run_time`)."""
         t0 = self.env.unwrapped.sim.now
         env, base = fork((self.env, self.base))
         base.record_taken(first)
@@ -108,7 +129,9 @@ class LookaheadAgent:
             a = int(base.predict(obs, action_masks=mask)[0])
             base.record_taken(a)
             obs, _, term, trunc, _ = env.step(a)
-        return job_time_in_system(env.unwrapped.sim.jobs, t0, t1)
+        sim = env.unwrapped.sim
+        tail = remaining_run_time(sim) if self.terminal == "remaining" else 0.0
+        return job_time_in_system(sim.jobs, t0, t1) + tail
 
 
 def _refuse_controllers(base: str, proposer: Any) -> None:
@@ -138,10 +161,11 @@ def _proposal_function(proposer: Any) -> Callable[[dict, np.ndarray], int]:
     return lambda obs, mask: int(np.asarray(predict(obs, action_masks=mask[None])[0]).reshape(-1)[0])
 
 
-def search_teacher(env: Any, base: str, proposer: str, horizon_s: float = 3600.0,
-                   proposal: str = "agent") -> LookaheadAgent:
+def search_teacher(env: Any, base: str, proposer: str, horizon_s: float = 3600.0, proposal: str = "agent",
+                   terminal: str = "none") -> LookaheadAgent:
     """A :class:`LookaheadAgent` on ``env`` with heuristics for base and proposer: a teacher for behaviour
     cloning (``train/ppo.py --search-proposer``), whose labels are the search's choices."""
     from clustergym import baselines
 
-    return LookaheadAgent(env, baselines.make(proposer, env=env), base=base, horizon_s=horizon_s, proposal=proposal)
+    return LookaheadAgent(env, baselines.make(proposer, env=env), base=base, horizon_s=horizon_s, proposal=proposal,
+                          terminal=terminal)

@@ -182,3 +182,23 @@ def test_behaviour_cloning_data_labelled_by_the_search_is_the_search_agents_epis
     env = make_env(ENV_ID, config)
     base_actions, _ = _episode(env, baselines.make("mlf-h-req", env=env), 4)
     assert actions != base_actions
+
+
+def test_the_terminal_term_is_the_run_time_the_submitted_jobs_still_need():
+    from clustergym.agents.search import remaining_run_time
+
+    env = make_env(ENV_ID, CONFIG)
+    obs, _ = env.reset(seed=3)
+    sim = env.unwrapped.sim
+    submitted = [j for j in sim.jobs if j.spec.submit_time <= sim.now]
+    assert submitted and all(j.iters == 0 for j in submitted)  # nothing has run yet: all of each job is left
+    assert remaining_run_time(sim) == pytest.approx(
+        sum(j.target_iters * sim.cluster.mean_iter_time(j.model) for j in submitted))
+    agent = baselines.make("mlf-h-req", env=env)
+    for _ in range(60):  # an hour or so of the teacher: jobs run, end and arrive
+        obs, *_ = env.step(int(agent.predict(obs, action_masks=env.unwrapped.action_masks())[0]))
+    ended = [j for j in submitted if j.record.end_time >= 0]
+    assert ended and remaining_run_time(sim) < sum(
+        j.target_iters * sim.cluster.mean_iter_time(j.model) for j in sim.jobs if j.spec.submit_time <= sim.now)
+    with pytest.raises(ValueError, match="terminal must be one of"):
+        LookaheadAgent(env, _first_valid, terminal="value")

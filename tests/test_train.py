@@ -408,7 +408,7 @@ def test_a_search_proposer_makes_the_search_the_warm_starts_labeller(tmp_path):
                           "search_proposer": "mlfs-h+c-act", "search_horizon_s": 600.0, "out": str(tmp_path / "r")}))
     bc = json.loads((Path(res["out"]) / "bc.json").read_text())
     assert bc["expert"] == "mlf-h-req"
-    assert bc["search"] == {"proposer": "mlfs-h+c-act", "horizon_s": 600.0, "proposal": "agent"}
+    assert bc["search"] == {"proposer": "mlfs-h+c-act", "horizon_s": 600.0, "proposal": "agent", "terminal": "none"}
 
 
 def test_the_throughput_line_gives_the_speed_with_and_without_the_evaluations():

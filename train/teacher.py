@@ -68,7 +68,8 @@ def search_settings(cfg: TrainConfig) -> dict | None:
     """The decision-time search that labels the warm start's states, if any (``bc.json``)."""
     if cfg.search_proposer is None:
         return None
-    return {"proposer": cfg.search_proposer, "horizon_s": cfg.search_horizon_s, "proposal": cfg.search_proposal}
+    return {"proposer": cfg.search_proposer, "horizon_s": cfg.search_horizon_s, "proposal": cfg.search_proposal,
+            "terminal": cfg.search_terminal}
 
 
 def searched(cfg: TrainConfig) -> str:
@@ -84,4 +85,4 @@ def labelling_teacher(cfg: TrainConfig, expert: str) -> str | partial:
     from clustergym.agents.search import search_teacher
 
     return partial(search_teacher, base=expert, proposer=cfg.search_proposer, horizon_s=cfg.search_horizon_s,
-                   proposal=cfg.search_proposal)
+                   proposal=cfg.search_proposal, terminal=cfg.search_terminal)
