@@ -89,8 +89,8 @@ def _env(env_id: str, config: dict | None, wrap: Callable | None):
     return wrap(env) if wrap is not None else env
 
 
-def collect(expert: str | Callable[[Any], Any], env_id: str, config: dict | None, seeds: Iterable[int], gamma: float = 0.99,
-            max_steps: int | None = 5000, wrap: Callable | None = None,
+def collect(expert: str | Callable[[Any], Any], env_id: str, config: dict | None, seeds: Iterable[int],
+            gamma: float = 0.99, max_steps: int | None = 5000, wrap: Callable | None = None,
             gamma_hour: float | None = None) -> dict[str, Any]:
     """``wrap(env)``, if given, wraps the env the returns are computed on (the training reward, e.g.
     :class:`clustergym.agents.relative_reward.RelativeToHeuristic`), so the cloned critic matches what PPO will see.

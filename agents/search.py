@@ -2,11 +2,16 @@
 proposer disagrees with it.
 
 At each decision the agent asks the base heuristic for its action and the proposer for one. Where they differ it
-copies (env, base) once per candidate (:func:`fork`), plays the candidate and then the base until ``horizon_s`` simulated
-seconds have passed (or the episode ends), and takes the candidate whose copy had less job-time in the system
-over that horizon (:func:`job_time_in_system`); a tie goes to the base. Summed over a window, job-time in the
-system is the numerator of the mean JCT, so over a horizon it is the part of the window's mean JCT that the two
-candidates can change before that horizon.
+copies (env, base) once per candidate (:func:`fork`), plays the candidate and then the base until ``horizon_s``
+simulated seconds have passed (or the episode ends), and takes the candidate whose copy had less job-time in the
+system over that horizon (:func:`job_time_in_system`); a tie goes to the base. Summed over a window, job-time in
+the system is the numerator of the mean JCT, so over a horizon it is the part of the window's mean JCT that the
+two candidates can change before that horizon.
+
+A copy holds the whole simulator, so the lookahead knows what no scheduler does: the jobs that arrive within the
+horizon, each job's true iterations and learning curve, the noise as it will be drawn. The search is an oracle
+reference and a teacher for a policy that sees only observations (``train/ppo.py --search-proposer``), not a
+scheduler.
 
 A one-hour horizon cannot see what a change of a job's stopping rule costs after it: with ``mlfs-h+c-act``
 proposing, the search switched two jobs of load-6 window 10001 to OptStop and back within seven minutes, each
