@@ -11,7 +11,9 @@ two candidates can change before that horizon.
 A copy holds the whole simulator, so the lookahead knows what no scheduler does: the jobs that arrive within the
 horizon, each job's true iterations and learning curve, the noise as it will be drawn. The search is an oracle
 reference and a teacher for a policy that sees only observations (``train/ppo.py --search-proposer``), not a
-scheduler.
+scheduler. ``foresight="none"`` plans with only what a scheduler knows: each copy drops the arrivals after now and
+redraws the noise from a seed of the agent's own, the same for both candidates of a decision
+(:meth:`Simulator.forget_future`); the jobs present keep the stopping points the scheduler's view already shows.
 
 A one-hour horizon cannot see what a change of a job's stopping rule costs after it: with ``mlfs-h+c-act``
 proposing, the search switched two jobs of load-6 window 10001 to OptStop and back within seven minutes, each
@@ -31,6 +33,7 @@ import numpy as np
 
 PROPOSALS = ("agent", "random")
 TERMINALS = ("none", "remaining")
+FORESIGHTS = ("oracle", "none")
 
 
 def fork(state: Any) -> Any:
@@ -71,17 +74,21 @@ class LookaheadAgent:
     :meth:`episode_stats` counts them for the episode's record."""
 
     def __init__(self, env: Any, proposer: Callable[[dict, np.ndarray], int] | Any, base: str = "mlf-h-req",
-                 horizon_s: float = 3600.0, proposal: str = "agent", seed: int = 0, terminal: str = "none") -> None:
+                 horizon_s: float = 3600.0, proposal: str = "agent", seed: int = 0, terminal: str = "none",
+                 foresight: str = "oracle") -> None:
         from clustergym import baselines
 
         if proposal not in PROPOSALS:
             raise ValueError(f"proposal must be one of {list(PROPOSALS)}, not {proposal!r}")
+        if foresight not in FORESIGHTS:
+            raise ValueError(f"foresight must be one of {list(FORESIGHTS)}, not {foresight!r}")
         if terminal not in TERMINALS:
             raise ValueError(f"terminal must be one of {list(TERMINALS)}, not {terminal!r}")
         if not horizon_s >= 0:
             raise ValueError(f"horizon_s must be a number >= 0, not {horizon_s!r}")
         _refuse_controllers(base, proposer)
         self.env, self.horizon_s, self.proposal, self.terminal = env, float(horizon_s), proposal, terminal
+        self.foresight = foresight
         self.proposer = _proposal_function(proposer)
         self._tell_proposer = getattr(proposer, "record_taken", None)
         self.base = baselines.make(base, env=env)
@@ -102,6 +109,8 @@ class LookaheadAgent:
             proposed = int(self.rng.choice(others[others != chosen]))
         if proposed != chosen:
             t1 = self.env.unwrapped.sim.now + self.horizon_s
+            if self.foresight == "none":  # both candidates meet the same redrawn noise
+                self._noise_seed = int(self.rng.integers(2**62))
             kept, alternative = self._score(chosen, t1), self._score(proposed, t1)
             self.searches.append((chosen, proposed, kept, alternative))
             if alternative < kept:
@@ -127,6 +136,8 @@ class LookaheadAgent:
         decision at or after ``t1``; :func:`remaining_run_time`)."""
         t0 = self.env.unwrapped.sim.now
         env, base = fork((self.env, self.base))
+        if self.foresight == "none":
+            env.unwrapped.sim.forget_future(self._noise_seed)
         base.record_taken(first)
         obs, _, term, trunc, _ = env.step(first)
         while not (term or trunc) and env.unwrapped.sim.now < t1:

@@ -19,7 +19,7 @@ from clustergym.eval.specs import check_policy, load_policy, parse_policy
 
 def lookahead(env: Any, proposer: str, base: str = "mlf-h-req", horizon_s: float = 3600.0,
               proposal: str = "agent", seed: int = 0, decode: str | None = None,
-              terminal: str = "none") -> LookaheadAgent:
+              terminal: str = "none", foresight: str = "oracle") -> LookaheadAgent:
     """A :class:`LookaheadAgent` on ``env`` whose proposer is the policy of the spec ``proposer``."""
     spec = parse_policy(str(proposer))
     if decode is not None:
@@ -28,4 +28,4 @@ def lookahead(env: Any, proposer: str, base: str = "mlf-h-req", horizon_s: float
         spec["params"] = {**spec["params"], "decode": decode}
     check_policy(spec)
     return LookaheadAgent(env, load_policy(spec, env), base=base, horizon_s=horizon_s, proposal=proposal,
-                          seed=seed, terminal=terminal)
+                          seed=seed, terminal=terminal, foresight=foresight)

@@ -10,7 +10,8 @@ import pytest
 
 import clustergym  # noqa: F401
 from clustergym import baselines
-from clustergym.agents.search import LookaheadAgent, job_time_in_system
+from clustergym.agents.search import LookaheadAgent, fork, job_time_in_system
+from clustergym.core.job import JobState
 from clustergym.scenarios import make_env
 
 ENV_ID = "clustergym/GPUCluster-v1"
@@ -202,3 +203,40 @@ def test_the_terminal_term_is_the_run_time_the_submitted_jobs_still_need():
         j.target_iters * sim.cluster.mean_iter_time(j.model) for j in sim.jobs if j.spec.submit_time <= sim.now)
     with pytest.raises(ValueError, match="terminal must be one of"):
         LookaheadAgent(env, _first_valid, terminal="value")
+
+
+def _play_fifo(env, obs, steps):
+    agent = baselines.make("fifo", env=env)
+    for n in range(steps):
+        obs, _, term, trunc, _ = env.step(int(agent.predict(obs, action_masks=env.unwrapped.action_masks())[0]))
+        if term or trunc:
+            break
+    return n, obs
+
+
+def test_a_copy_without_foresight_sees_no_later_arrival_and_other_noise():
+    env = make_env(ENV_ID, {"split": "test", "window_jobs": 20, "load": 6.0})
+    _, obs = _play_fifo(env, env.reset(seed=4)[0], 100)
+    sim = env.unwrapped.sim
+    later = [j for j in sim.jobs if j.spec.submit_time > sim.now]
+    assert later
+    twin, blind = fork(env), fork(env)
+    blind.unwrapped.sim.forget_future(seed=1)
+    for e in (twin, blind):
+        _play_fifo(e, obs, 100_000)
+    arrived = {j.jid for j in blind.unwrapped.sim.jobs if j.state != JobState.PENDING}
+    assert not arrived & {j.jid for j in later}  # none of the later jobs came
+    assert all(j.state != JobState.PENDING for j in twin.unwrapped.sim.jobs)  # the plain copy saw them all
+    present = [j.jid for j in sim.jobs if j.spec.submit_time <= sim.now]
+    ends = [[e.unwrapped.sim.job(jid).record.end_time for jid in present] for e in (twin, blind)]
+    assert ends[0] != ends[1]  # the jobs present ran otherwise: other noise, and no later jobs to share with
+
+
+def test_the_search_without_foresight_is_deterministic_and_checks_its_setting():
+    def play(foresight):
+        env = make_env(ENV_ID, CONFIG)
+        return _episode(env, LookaheadAgent(env, _first_valid, horizon_s=1800.0, proposal="random", seed=1,
+                                            foresight=foresight), 3, steps=120)
+    assert play("none") == play("none")
+    with pytest.raises(ValueError, match="foresight must be one of"):
+        LookaheadAgent(make_env(ENV_ID, CONFIG), _first_valid, foresight="partial")

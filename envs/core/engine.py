@@ -16,7 +16,7 @@ leases: :mod:`clustergym.core.lease`; the metrics (:mod:`clustergym.core.metrics
 """
 from __future__ import annotations
 
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 import math
 from typing import Callable, Iterable, Protocol
 
@@ -287,6 +287,14 @@ class Simulator:
         if job.iters >= job.target_iters - 1e-9:
             self._finish(job, JobState.FINISHED)
         self._flush()
+
+    def forget_future(self, seed: int) -> None:
+        """Keep only what a scheduler knows of what comes next: drop the arrivals after now (those jobs never
+        arrive) and draw the noise from here on from ``seed`` instead of the run's own stream. For a copy that
+        plans (decision-time search without foresight); the jobs present keep their known stopping points."""
+        self._events = [e for e in self._events if not (e[1] == EV_ARRIVAL and e[0] > self.now)]
+        heapify(self._events)
+        self.rng = np.random.default_rng(seed)
 
     # ------------------------------------------------------------------ driving
     def next_decision(self) -> bool:
