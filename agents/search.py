@@ -93,6 +93,7 @@ class LookaheadAgent:
         self._tell_proposer = getattr(proposer, "record_taken", None)
         self.base = baselines.make(base, env=env)
         self.rng = np.random.default_rng(seed)
+        self._noise_rng = np.random.default_rng([seed, 1])  # apart from the proposals': one foresight's ablation
         self.searches: list[tuple[int, int, float, float]] = []
         self._sim: Any = None
 
@@ -110,7 +111,7 @@ class LookaheadAgent:
         if proposed != chosen:
             t1 = self.env.unwrapped.sim.now + self.horizon_s
             if self.foresight == "none":  # both candidates meet the same redrawn noise
-                self._noise_seed = int(self.rng.integers(2**62))
+                self._noise_seed = int(self._noise_rng.integers(2**62))
             kept, alternative = self._score(chosen, t1), self._score(proposed, t1)
             self.searches.append((chosen, proposed, kept, alternative))
             if alternative < kept:
