@@ -179,10 +179,10 @@ def _proposal_function(proposer: Any) -> Callable[[dict, np.ndarray], int]:
 
 
 def search_teacher(env: Any, base: str, proposer: str, horizon_s: float = 3600.0, proposal: str = "agent",
-                   terminal: str = "none") -> LookaheadAgent:
+                   terminal: str = "none", foresight: str = "oracle") -> LookaheadAgent:
     """A :class:`LookaheadAgent` on ``env`` with heuristics for base and proposer: a teacher for behaviour
     cloning (``train/ppo.py --search-proposer``), whose labels are the search's choices."""
     from clustergym import baselines
 
     return LookaheadAgent(env, baselines.make(proposer, env=env), base=base, horizon_s=horizon_s, proposal=proposal,
-                          terminal=terminal)
+                          terminal=terminal, foresight=foresight)

@@ -252,6 +252,7 @@ def test_every_setting_has_a_flag_read_as_its_type():
     ({"search_proposer": "mlf-x"}, "search_proposer: 'mlf-x' is not a heuristic"),
     ({"search_proposal": "best"}, r"search_proposal must be one of \['agent', 'random'\]"),
     ({"search_horizon_s": -1.0}, r"search_horizon_s must be in \[0, inf\]"),
+    ({"search_foresight": "some"}, r"search_foresight must be one of \['oracle', 'none'\]"),
     ({"decode": "mean"}, r"decode must be one of \['joint', 'row-kind', 'act-first'\]")])
 def test_config_rejects_bad_values_by_name(overrides, message):
     with pytest.raises(ConfigError, match=message):
@@ -408,7 +409,8 @@ def test_a_search_proposer_makes_the_search_the_warm_starts_labeller(tmp_path):
                           "search_proposer": "mlfs-h+c-act", "search_horizon_s": 600.0, "out": str(tmp_path / "r")}))
     bc = json.loads((Path(res["out"]) / "bc.json").read_text())
     assert bc["expert"] == "mlf-h-req"
-    assert bc["search"] == {"proposer": "mlfs-h+c-act", "horizon_s": 600.0, "proposal": "agent", "terminal": "none"}
+    assert bc["search"] == {"proposer": "mlfs-h+c-act", "horizon_s": 600.0, "proposal": "agent", "terminal": "none",
+                            "foresight": "oracle"}
 
 
 def test_the_throughput_line_gives_the_speed_with_and_without_the_evaluations():

@@ -69,7 +69,7 @@ def search_settings(cfg: TrainConfig) -> dict | None:
     if cfg.search_proposer is None:
         return None
     return {"proposer": cfg.search_proposer, "horizon_s": cfg.search_horizon_s, "proposal": cfg.search_proposal,
-            "terminal": cfg.search_terminal}
+            "terminal": cfg.search_terminal, "foresight": cfg.search_foresight}
 
 
 def searched(cfg: TrainConfig) -> str:
@@ -85,4 +85,4 @@ def labelling_teacher(cfg: TrainConfig, expert: str) -> str | partial:
     from clustergym.agents.search import search_teacher
 
     return partial(search_teacher, base=expert, proposer=cfg.search_proposer, horizon_s=cfg.search_horizon_s,
-                   proposal=cfg.search_proposal, terminal=cfg.search_terminal)
+                   proposal=cfg.search_proposal, terminal=cfg.search_terminal, foresight=cfg.search_foresight)
