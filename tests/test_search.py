@@ -240,3 +240,21 @@ def test_the_search_without_foresight_is_deterministic_and_checks_its_setting():
     assert play("none") == play("none")
     with pytest.raises(ValueError, match="foresight must be one of"):
         LookaheadAgent(make_env(ENV_ID, CONFIG), _first_valid, foresight="partial")
+
+
+def test_a_blind_copy_draws_the_pending_resource_use_changes_again():
+    from clustergym.core.engine import EV_ARRIVAL, EV_USAGE
+
+    env = make_env(ENV_ID, {"split": "test", "window_jobs": 20, "load": 6.0})
+    _play_fifo(env, env.reset(seed=4)[0], 100)
+    sim = env.unwrapped.sim
+
+    def pending(s, kind):
+        return sorted((e[3].jid, e[0]) for e in s._events if e[1] == kind and e[0] > s.now)
+
+    blind = fork(sim)
+    blind.forget_future(seed=1)
+    usage, redrawn = pending(sim, EV_USAGE), pending(blind, EV_USAGE)
+    assert usage and [j for j, _ in redrawn] == [j for j, _ in usage]  # each job still changes, once
+    assert all(t > blind.now for _, t in redrawn) and redrawn != usage  # at other times
+    assert pending(sim, EV_ARRIVAL) and not pending(blind, EV_ARRIVAL)

@@ -289,12 +289,18 @@ class Simulator:
         self._flush()
 
     def forget_future(self, seed: int) -> None:
-        """Keep only what a scheduler knows of what comes next: drop the arrivals after now (those jobs never
-        arrive) and draw the noise from here on from ``seed`` instead of the run's own stream. For a copy that
-        plans (decision-time search without foresight); the jobs present keep their known stopping points."""
-        self._events = [e for e in self._events if not (e[1] == EV_ARRIVAL and e[0] > self.now)]
-        heapify(self._events)
+        """Keep only what a scheduler knows of what comes next, for a copy that plans (decision-time search
+        without foresight): the arrivals after now are dropped (those jobs never arrive), and the noise from here
+        on is drawn from ``seed`` instead of the run's own stream, the times of the pending resource-use changes
+        included (exponential, so drawn again from now). The jobs present keep their stopping points."""
         self.rng = np.random.default_rng(seed)
+        later = [e for e in self._events if e[0] > self.now and e[1] in (EV_ARRIVAL, EV_USAGE)]
+        self._events = [e for e in self._events if not (e[0] > self.now and e[1] in (EV_ARRIVAL, EV_USAGE))]
+        heapify(self._events)
+        mean = self.config.usage_change_mean_s
+        for _, kind, _, job, _ in sorted(later, key=lambda e: e[2]):  # by push order: deterministic
+            if kind == EV_USAGE:
+                self._push(self.now + mean * self.rng.standard_exponential(), EV_USAGE, job)
 
     # ------------------------------------------------------------------ driving
     def next_decision(self) -> bool:
