@@ -14,6 +14,8 @@ reference and a teacher for a policy that sees only observations (``train/ppo.py
 scheduler. ``foresight="none"`` plans with only what a scheduler knows: each copy drops the arrivals after now and
 redraws the noise from a seed of the agent's own, the same for both candidates of a decision
 (:meth:`Simulator.forget_future`); the jobs present keep the stopping points the scheduler's view already shows.
+``foresight="arrivals"`` redraws the noise the same way but keeps the later arrivals: an ablation, not a
+scheduler, which separates what knowing the arrivals gains from what knowing the noise does.
 
 A one-hour horizon cannot see what a change of a job's stopping rule costs after it: with ``mlfs-h+c-act``
 proposing, the search switched two jobs of load-6 window 10001 to OptStop and back within seven minutes, each
@@ -33,7 +35,7 @@ import numpy as np
 
 PROPOSALS = ("agent", "random")
 TERMINALS = ("none", "remaining")
-FORESIGHTS = ("oracle", "none")
+FORESIGHTS = ("oracle", "arrivals", "none")
 
 
 def fork(state: Any) -> Any:
@@ -110,7 +112,7 @@ class LookaheadAgent:
             proposed = int(self.rng.choice(others[others != chosen]))
         if proposed != chosen:
             t1 = self.env.unwrapped.sim.now + self.horizon_s
-            if self.foresight == "none":  # both candidates meet the same redrawn noise
+            if self.foresight != "oracle":  # both candidates meet the same redrawn noise
                 self._noise_seed = int(self._noise_rng.integers(2**62))
             kept, alternative = self._score(chosen, t1), self._score(proposed, t1)
             self.searches.append((chosen, proposed, kept, alternative))
@@ -137,8 +139,8 @@ class LookaheadAgent:
         decision at or after ``t1``; :func:`remaining_run_time`)."""
         t0 = self.env.unwrapped.sim.now
         env, base = fork((self.env, self.base))
-        if self.foresight == "none":
-            env.unwrapped.sim.forget_future(self._noise_seed)
+        if self.foresight != "oracle":
+            env.unwrapped.sim.forget_future(self._noise_seed, arrivals=self.foresight == "arrivals")
         base.record_taken(first)
         obs, _, term, trunc, _ = env.step(first)
         while not (term or trunc) and env.unwrapped.sim.now < t1:

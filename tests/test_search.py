@@ -258,3 +258,32 @@ def test_a_blind_copy_draws_the_pending_resource_use_changes_again():
     assert usage and [j for j, _ in redrawn] == [j for j, _ in usage]  # each job still changes, once
     assert all(t > blind.now for _, t in redrawn) and redrawn != usage  # at other times
     assert pending(sim, EV_ARRIVAL) and not pending(blind, EV_ARRIVAL)
+
+
+def test_the_arrivals_ablation_keeps_the_later_arrivals_and_redraws_the_rest():
+    from clustergym.core.engine import EV_ARRIVAL, EV_USAGE
+
+    env = make_env(ENV_ID, {"split": "test", "window_jobs": 20, "load": 6.0})
+    _play_fifo(env, env.reset(seed=4)[0], 100)
+    sim = env.unwrapped.sim
+
+    def pending(s, kind):
+        return sorted((e[3].jid, e[0]) for e in s._events if e[1] == kind and e[0] > s.now)
+
+    knowing = fork(sim)
+    knowing.forget_future(seed=1, arrivals=True)
+    assert pending(sim, EV_ARRIVAL) and pending(knowing, EV_ARRIVAL) == pending(sim, EV_ARRIVAL)
+    assert pending(knowing, EV_USAGE) != pending(sim, EV_USAGE)  # the noise is drawn again all the same
+    twin = fork(sim)
+    twin.forget_future(seed=1)
+    assert pending(knowing, EV_USAGE) == pending(twin, EV_USAGE)  # the same redraw as foresight "none"
+
+
+def test_the_search_plays_each_foresight_apart():
+    def play(foresight):
+        env = make_env(ENV_ID, {"split": "test", "window_jobs": 20, "load": 6.0})
+        agent = LookaheadAgent(env, _first_valid, horizon_s=1800.0, proposal="random", seed=1, foresight=foresight)
+        return _episode(env, agent, 4, steps=150)
+    runs = {f: play(f) for f in ("oracle", "arrivals", "none")}
+    assert runs["arrivals"] == play("arrivals")
+    assert len({repr(r) for r in runs.values()}) == 3

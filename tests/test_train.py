@@ -252,7 +252,7 @@ def test_every_setting_has_a_flag_read_as_its_type():
     ({"search_proposer": "mlf-x"}, "search_proposer: 'mlf-x' is not a heuristic"),
     ({"search_proposal": "best"}, r"search_proposal must be one of \['agent', 'random'\]"),
     ({"search_horizon_s": -1.0}, r"search_horizon_s must be in \[0, inf\]"),
-    ({"search_foresight": "some"}, r"search_foresight must be one of \['oracle', 'none'\]"),
+    ({"search_foresight": "some"}, r"search_foresight must be one of \['oracle', 'arrivals', 'none'\]"),
     ({"decode": "mean"}, r"decode must be one of \['joint', 'row-kind', 'act-first'\]")])
 def test_config_rejects_bad_values_by_name(overrides, message):
     with pytest.raises(ConfigError, match=message):

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import yaml
 
 from clustergym.agents.decode import DECODINGS
+from clustergym.agents.search import FORESIGHTS, PROPOSALS, TERMINALS
 from clustergym.config import ConfigError
 from clustergym.reward import objective_names, single_objective_weights
 
@@ -78,7 +79,7 @@ class TrainConfig:
     search_horizon_s: float = 3600.0  # simulated seconds of each lookahead
     search_proposal: str = "agent"  # agent: the proposer's action; random: a random other valid action there
     search_terminal: str = "none"  # remaining: a candidate's score adds the run time its jobs need after the horizon
-    search_foresight: str = "oracle"  # none: the copies drop later arrivals and redraw the noise
+    search_foresight: str = "oracle"  # none: the copies drop later arrivals and redraw the noise; arrivals: only redraw
     # PPO
     # 3e-4 with a KL target of 0.05 moved the clone's validation JCT most in the short runs of docs/training.md
     # ("Moving the policy"); 3e-5 / 0.02 kept the KL per update near 0.0005
@@ -199,8 +200,8 @@ _REALS = {"learning_rate": (0.0, math.inf, False), "bc_lr": (0.0, math.inf, Fals
           "bc_end_coef": (0.0, math.inf, True), "search_horizon_s": (0.0, math.inf, True)}
 _CHOICES = {"policy": ("mlp", "pairwise"), "algo": ("maskable", "ppo"),
             "vec_env": ("auto", "dummy", "subproc", "grouped", "pipelined"), "decode": DECODINGS,
-            "lambda_per": ("step", "time"), "search_proposal": ("agent", "random"),
-            "search_terminal": ("none", "remaining"), "search_foresight": ("oracle", "none")}
+            "lambda_per": ("step", "time"), "search_proposal": PROPOSALS,
+            "search_terminal": TERMINALS, "search_foresight": FORESIGHTS}
 
 
 def auto_vec_env(n_envs: Any, algo: Any, teacher_coef: Any) -> str:

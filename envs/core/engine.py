@@ -288,14 +288,17 @@ class Simulator:
             self._finish(job, JobState.FINISHED)
         self._flush()
 
-    def forget_future(self, seed: int) -> None:
+    def forget_future(self, seed: int, arrivals: bool = False) -> None:
         """Keep only what a scheduler knows of what comes next, for a copy that plans (decision-time search
-        without foresight): the arrivals after now are dropped (those jobs never arrive), and the noise from here
-        on is drawn from ``seed`` instead of the run's own stream, the times of the pending resource-use changes
-        included (exponential, so drawn again from now). The jobs present keep their stopping points."""
+        without foresight): the arrivals after now are dropped (those jobs never arrive) unless ``arrivals``, and
+        the noise from here on is drawn from ``seed`` instead of the run's own stream, the times of the pending
+        resource-use changes included (exponential, so drawn again from now). The jobs present keep their
+        stopping points. ``arrivals=True`` keeps the later arrivals: the ablation that separates knowing them
+        from knowing the noise."""
         self.rng = np.random.default_rng(seed)
-        later = [e for e in self._events if e[0] > self.now and e[1] in (EV_ARRIVAL, EV_USAGE)]
-        self._events = [e for e in self._events if not (e[0] > self.now and e[1] in (EV_ARRIVAL, EV_USAGE))]
+        kinds = (EV_USAGE,) if arrivals else (EV_ARRIVAL, EV_USAGE)
+        later = [e for e in self._events if e[0] > self.now and e[1] in kinds]
+        self._events = [e for e in self._events if not (e[0] > self.now and e[1] in kinds)]
         heapify(self._events)
         mean = self.config.usage_change_mean_s
         for _, kind, _, job, _ in sorted(later, key=lambda e: e[2]):  # by push order: deterministic
